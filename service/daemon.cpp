@@ -1,0 +1,2 @@
+// placeholder replaced by the daemon implementation
+namespace ringsync::service {}
