@@ -1,0 +1,188 @@
+#include "common/wire.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "ringsync/wire/client_generated.h"
+
+namespace ringsync::wire {
+namespace fb = ringsync::wire::client;
+
+const char* collective_kind_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllreduce: return "allreduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllgather: return "allgather";
+    case CollectiveKind::kBarrier: return "barrier";
+  }
+  return "invalid";
+}
+
+namespace {
+
+constexpr std::uint8_t kMaxStatusCode = static_cast<std::uint8_t>(StatusCode::kInternal);
+
+fb::StatusCode to_fb(StatusCode c) { return static_cast<fb::StatusCode>(c); }
+fb::BufferRef to_fb(const BufferRef& r) { return fb::BufferRef(r.buffer_id, r.offset); }
+BufferRef from_fb(const fb::BufferRef* r) {
+  return r ? BufferRef{r->buffer_id(), r->offset()} : BufferRef{};
+}
+std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+// The status a peer reported, or nullopt when its code is unknown.
+std::optional<Status> status_from(fb::StatusCode code, const flatbuffers::String* message) {
+  auto raw = static_cast<std::uint8_t>(code);
+  if (raw > kMaxStatusCode) return std::nullopt;
+  return Status(static_cast<StatusCode>(raw), str(message));
+}
+
+Status unknown_status(fb::StatusCode code) {
+  return Status::ProtocolError("unknown status code " + std::to_string(static_cast<int>(code)));
+}
+
+struct Encoder {
+  flatbuffers::FlatBufferBuilder& b;
+
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Hello& m) {
+    auto job = b.CreateString(m.job_id);
+    return {fb::Body::Hello,
+            fb::CreateHello(b, m.protocol_version, job, m.local_rank, m.local_size, m.pid).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const HelloReply& m) {
+    auto msg = b.CreateString(m.status.message());
+    auto version = b.CreateString(m.daemon_version);
+    return {fb::Body::HelloReply,
+            fb::CreateHelloReply(b, to_fb(m.status.code()), msg, m.protocol_version, version)
+                .Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const AllocBuffer& m) {
+    return {fb::Body::AllocBuffer, fb::CreateAllocBuffer(b, m.request_id, m.bytes).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const AllocReply& m) {
+    auto msg = b.CreateString(m.status.message());
+    return {fb::Body::AllocReply, fb::CreateAllocReply(b, m.request_id, to_fb(m.status.code()),
+                                                       msg, m.buffer_id, m.bytes)
+                                      .Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const FreeBuffer& m) {
+    return {fb::Body::FreeBuffer, fb::CreateFreeBuffer(b, m.buffer_id).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Collective& m) {
+    auto name = b.CreateString(m.name);
+    auto send = to_fb(m.send);
+    auto recv = to_fb(m.recv);
+    return {fb::Body::Collective,
+            fb::CreateCollective(b, m.request_id, static_cast<fb::CollectiveKind>(m.kind), name,
+                                 static_cast<fb::DType>(m.dtype), static_cast<fb::ReduceOp>(m.op),
+                                 m.count, m.root, &send, &recv, m.staged)
+                .Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Completion& m) {
+    auto msg = b.CreateString(m.status.message());
+    return {fb::Body::Completion,
+            fb::CreateCompletion(b, m.request_id, to_fb(m.status.code()), msg).Union()};
+  }
+};
+
+Result<Message> decode_collective(const fb::Collective& c) {
+  if (!c.name() || c.name()->size() == 0)
+    return Status::ProtocolError("collective without a tensor name");
+  if (static_cast<std::uint8_t>(c.kind()) > static_cast<std::uint8_t>(CollectiveKind::kBarrier))
+    return Status::ProtocolError("unknown collective kind " +
+                                 std::to_string(static_cast<int>(c.kind())));
+  Collective m;
+  m.request_id = c.request_id();
+  m.kind = static_cast<CollectiveKind>(c.kind());
+  m.name = c.name()->str();
+  m.dtype = static_cast<DType>(c.dtype());
+  m.op = static_cast<ReduceOp>(c.op());
+  if (!is_valid(m.dtype))
+    return Status::ProtocolError("unknown dtype " + std::to_string(static_cast<int>(m.dtype)));
+  if (!is_valid(m.op))
+    return Status::ProtocolError("unknown reduce op " + std::to_string(static_cast<int>(m.op)));
+  m.count = c.count();
+  m.root = c.root();
+  m.send = from_fb(c.send());
+  m.recv = from_fb(c.recv());
+  m.staged = c.staged();
+  return Message(std::move(m));
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode(const Message& message) {
+  flatbuffers::FlatBufferBuilder b(256);
+  auto [type, body] = std::visit(Encoder{b}, message);
+  b.Finish(fb::CreateFrame(b, type, body));
+  const auto size = static_cast<std::uint32_t>(b.GetSize());
+  std::vector<std::uint8_t> frame(kFrameHeaderBytes + size);
+  for (std::size_t i = 0; i < kFrameHeaderBytes; ++i)
+    frame[i] = static_cast<std::uint8_t>(size >> (8 * i));
+  std::memcpy(frame.data() + kFrameHeaderBytes, b.GetBufferPointer(), size);
+  return frame;
+}
+
+Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderBytes> header,
+                                   std::size_t max_bytes) {
+  std::uint32_t size = 0;
+  for (std::size_t i = 0; i < kFrameHeaderBytes; ++i)
+    size |= static_cast<std::uint32_t>(header[i]) << (8 * i);
+  if (size == 0) return Status::ProtocolError("empty frame");
+  const std::size_t cap = std::min(max_bytes, kMaxFrameBytes);
+  if (size > cap)
+    return Status::ProtocolError("frame of " + std::to_string(size) + " bytes exceeds the limit of " +
+                                 std::to_string(cap) + " bytes");
+  return size;
+}
+
+Result<Message> decode(std::span<const std::uint8_t> body) {
+  flatbuffers::Verifier verifier(body.data(), body.size(), /*max_depth=*/16, /*max_tables=*/64);
+  if (!fb::VerifyFrameBuffer(verifier))
+    return Status::ProtocolError("frame failed FlatBuffers verification (" +
+                                 std::to_string(body.size()) + " bytes)");
+  const fb::Frame* frame = fb::GetFrame(body.data());
+  switch (frame->body_type()) {
+    case fb::Body::Hello: {
+      const auto* m = frame->body_as_Hello();
+      if (!m->job_id() || m->job_id()->size() == 0)
+        return Status::ProtocolError("hello without a job id");
+      return Message(Hello{m->protocol_version(), m->job_id()->str(), m->local_rank(),
+                           m->local_size(), m->pid()});
+    }
+    case fb::Body::HelloReply: {
+      const auto* m = frame->body_as_HelloReply();
+      auto status = status_from(m->status(), m->message());
+      if (!status) return unknown_status(m->status());
+      return Message(HelloReply{*status, m->protocol_version(), str(m->daemon_version())});
+    }
+    case fb::Body::AllocBuffer: {
+      const auto* m = frame->body_as_AllocBuffer();
+      return Message(AllocBuffer{m->request_id(), m->bytes()});
+    }
+    case fb::Body::AllocReply: {
+      const auto* m = frame->body_as_AllocReply();
+      auto status = status_from(m->status(), m->message());
+      if (!status) return unknown_status(m->status());
+      return Message(AllocReply{m->request_id(), *status, m->buffer_id(), m->bytes()});
+    }
+    case fb::Body::FreeBuffer:
+      return Message(FreeBuffer{frame->body_as_FreeBuffer()->buffer_id()});
+    case fb::Body::Collective:
+      return decode_collective(*frame->body_as_Collective());
+    case fb::Body::Completion: {
+      const auto* m = frame->body_as_Completion();
+      auto status = status_from(m->status(), m->message());
+      if (!status) return unknown_status(m->status());
+      return Message(Completion{m->request_id(), *status});
+    }
+    case fb::Body::NONE:
+      break;
+  }
+  return Status::ProtocolError("frame with no or unknown message type " +
+                               std::to_string(static_cast<int>(frame->body_type())));
+}
+
+}  // namespace ringsync::wire

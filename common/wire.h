@@ -1,0 +1,92 @@
+// Trainer <-> daemon messages as plain structs. FlatBuffers stays in wire.cpp:
+// encode() builds a length-prefixed frame, decode() verifies before reading.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/status.h"
+
+namespace ringsync::wire {
+
+inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr std::size_t kFrameHeaderBytes = 4;
+// Hard upper bound for any control frame, whatever the configuration says.
+inline constexpr std::size_t kMaxFrameBytes = 1 << 20;
+
+enum class CollectiveKind : std::uint8_t { kAllreduce = 0, kBroadcast, kAllgather, kBarrier };
+const char* collective_kind_name(CollectiveKind kind);
+
+struct BufferRef {
+  std::uint32_t buffer_id = 0;
+  std::uint64_t offset = 0;
+};
+
+struct Hello {
+  std::uint32_t protocol_version = kProtocolVersion;
+  std::string job_id;
+  std::uint32_t local_rank = 0;
+  std::uint32_t local_size = 0;
+  std::int32_t pid = 0;
+};
+
+struct HelloReply {
+  Status status;
+  std::uint32_t protocol_version = kProtocolVersion;
+  std::string daemon_version;
+};
+
+struct AllocBuffer {
+  std::uint64_t request_id = 0;
+  std::uint64_t bytes = 0;
+};
+
+// On success the frame carries the region's memfd as SCM_RIGHTS.
+struct AllocReply {
+  std::uint64_t request_id = 0;
+  Status status;
+  std::uint32_t buffer_id = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct FreeBuffer {
+  std::uint32_t buffer_id = 0;
+};
+
+struct Collective {
+  std::uint64_t request_id = 0;
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  std::string name;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  std::uint64_t count = 0;  // elements this rank contributes
+  std::uint32_t root = 0;   // broadcast root, a local rank
+  BufferRef send;
+  BufferRef recv;
+  bool staged = false;  // the client copied through a staging buffer
+};
+
+struct Completion {
+  std::uint64_t request_id = 0;
+  Status status;
+};
+
+using Message =
+    std::variant<Hello, HelloReply, AllocBuffer, AllocReply, FreeBuffer, Collective, Completion>;
+
+// One frame: 4-byte little-endian body length, then the FlatBuffers body.
+std::vector<std::uint8_t> encode(const Message& message);
+
+// Body length from a frame header; error when it is 0 or above max_bytes.
+Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderBytes> header,
+                                   std::size_t max_bytes);
+
+// Verifies the body with the FlatBuffers verifier and checks every enum and
+// required field before building the struct.
+Result<Message> decode(std::span<const std::uint8_t> body);
+
+}  // namespace ringsync::wire
