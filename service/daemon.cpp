@@ -1,2 +1,206 @@
-// placeholder replaced by the daemon implementation
-namespace ringsync::service {}
+#include "service/daemon.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/log.h"
+#include "common/version.h"
+
+namespace ringsync::service {
+
+namespace asio = boost::asio;
+using local_stream = asio::local::stream_protocol;
+
+namespace {
+
+int pool_threads(int configured) {
+  if (configured > 0) return configured;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// True when something accepts connections on `path` (another daemon).
+bool socket_is_live(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool live = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return live;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config)
+    : config_(std::move(config)),
+      acceptor_(io_),
+      signals_(io_, SIGINT, SIGTERM),
+      sweep_timer_(io_),
+      metrics_(registry_),
+      pool_(pool_threads(config_.reduce_threads)) {}
+
+Daemon::~Daemon() {
+  if (owns_socket_file_) ::unlink(config_.socket_path.c_str());
+}
+
+Status Daemon::start() {
+  RINGSYNC_RETURN_IF_ERROR(listen());
+  if (!config_.metrics_address.empty() && config_.metrics_address != "off") {
+    auto server = MetricsServer::start(io_, config_.metrics_address, [this] {
+      update_gauges();
+      return registry_.render();
+    });
+    if (!server.ok()) return server.status();
+    metrics_server_ = std::move(server).value();
+  }
+  RINGSYNC_RETURN_IF_ERROR(write_ready_file());
+  signals_.async_wait([this](boost::system::error_code ec, int signal) {
+    if (ec) return;
+    RS_LOG(info, "daemon") << "received signal " << signal << ", shutting down";
+    shutdown();
+  });
+  accept_next();
+  schedule_sweep();
+  RS_LOG(info, "daemon") << "ringsyncd " << kVersion << " listening on "
+                              << config_.socket_path << "; metrics "
+                              << (metrics_server_ ? metrics_endpoint() : std::string("off"))
+                              << "; " << pool_.threads() << " data threads";
+  return Status::Ok();
+}
+
+std::string Daemon::metrics_endpoint() const {
+  if (!metrics_server_) return "";
+  const auto ep = metrics_server_->endpoint();
+  const std::string host = ep.address().is_v6() ? "[" + ep.address().to_string() + "]"
+                                                 : ep.address().to_string();
+  return "http://" + host + ":" + std::to_string(ep.port()) + "/metrics";
+}
+
+Status Daemon::listen() {
+  const std::string& path = config_.socket_path;
+  if (path.size() >= sizeof(sockaddr_un::sun_path))
+    return Status::InvalidArgument("socket path '" + path + "' is longer than " +
+                                   std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                                   " bytes; choose a shorter --socket");
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code fs_ec;
+  if (!dir.empty() && !std::filesystem::exists(dir, fs_ec)) {
+    std::filesystem::create_directories(dir, fs_ec);
+    if (fs_ec)
+      return Status::InvalidArgument("cannot create the socket directory " + dir.string() + ": " +
+                                     fs_ec.message());
+    ::chmod(dir.c_str(), 0700);
+  }
+  if (std::filesystem::exists(std::filesystem::symlink_status(path, fs_ec))) {
+    if (socket_is_live(path))
+      return Status::InvalidArgument("another ringsyncd is already listening on " + path +
+                                     "; stop it or choose another --socket");
+    ::unlink(path.c_str());  // left over from a daemon that did not shut down cleanly
+  }
+  boost::system::error_code ec;
+  acceptor_.open(local_stream(), ec);
+  // Only the owner may connect: trainers run as the daemon's user.
+  const mode_t old_mask = ::umask(0177);
+  if (!ec) acceptor_.bind(local_stream::endpoint(path), ec);
+  ::umask(old_mask);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Status::InvalidArgument("cannot listen on " + path + ": " + ec.message());
+  owns_socket_file_ = true;
+  return Status::Ok();
+}
+
+void Daemon::accept_next() {
+  acceptor_.async_accept([this](boost::system::error_code ec, local_stream::socket socket) {
+    if (ec) {
+      if (ec == asio::error::operation_aborted || stopping_) return;
+      RS_LOG(warn, "daemon") << "accept failed: " << ec.message();
+      metrics_.error("accept");
+    } else if (stopping_) {
+      return;
+    } else {
+      const std::uint64_t id = next_session_id_++;
+      auto session = std::make_shared<ClientSession>(*this, std::move(socket), id);
+      sessions_.emplace(id, session);
+      metrics_.clients.with().set(static_cast<double>(sessions_.size()));
+      RS_LOG(debug, "session") << "client " << id << " connected";
+      session->start();
+    }
+    accept_next();
+  });
+}
+
+Status Daemon::write_ready_file() const {
+  if (config_.ready_file.empty()) return Status::Ok();
+  const std::string tmp = config_.ready_file + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "socket=" << config_.socket_path << "\n";
+    if (metrics_server_) {
+      const auto ep = metrics_server_->endpoint();
+      const std::string host = ep.address().is_v6() ? "[" + ep.address().to_string() + "]"
+                                                     : ep.address().to_string();
+      out << "metrics=" << host << ":" << ep.port() << "\n";
+    }
+    out << "pid=" << ::getpid() << "\n";
+    if (!out.flush())
+      return Status::InvalidArgument("cannot write the ready file " + tmp);
+  }
+  if (std::rename(tmp.c_str(), config_.ready_file.c_str()) != 0)
+    return Status::InvalidArgument("cannot rename " + tmp + " to " + config_.ready_file + ": " +
+                                   std::strerror(errno));
+  return Status::Ok();
+}
+
+void Daemon::schedule_sweep() {
+  // Fine enough to honour both deadlines to within a quarter of the shorter one.
+  const auto shorter = std::min(config_.collective_timeout, config_.stall_warning);
+  const auto period = std::clamp<std::chrono::nanoseconds>(
+      shorter / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
+  sweep_timer_.expires_after(period);
+  sweep_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || stopping_) return;
+    sweep();
+    schedule_sweep();
+  });
+}
+
+void Daemon::run() { io_.run(); }
+
+void Daemon::stop() {
+  asio::post(io_, [this] { shutdown(); });
+}
+
+void Daemon::shutdown() {
+  if (stopping_) return;
+  stopping_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  signals_.cancel(ec);
+  sweep_timer_.cancel();
+  if (metrics_server_) metrics_server_->stop();
+  for (auto& [name, job] : jobs_)
+    for (auto& pending : job.take_expired(Clock::time_point::max(), Clock::duration::zero()))
+      fail(pending, Status::Closed("ringsyncd is shutting down"), "shutdown");
+  for (auto& [id, session] : sessions_) session->close();
+  if (owns_socket_file_) {
+    ::unlink(config_.socket_path.c_str());
+    owns_socket_file_ = false;
+  }
+  if (!config_.ready_file.empty()) ::unlink(config_.ready_file.c_str());
+  // Let the sessions' coroutines observe the closed sockets, then return from run().
+  asio::post(io_, [this] { io_.stop(); });
+}
+
+}  // namespace ringsync::service

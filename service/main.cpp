@@ -1,1 +1,58 @@
-int main() { return 0; }
+// ringsyncd: the per-node ringsync daemon.
+#include <cstdio>
+#include <iostream>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "service/daemon.h"
+#include "service/daemon_config.h"
+
+int main(int argc, char** argv) {
+  using namespace ringsync;
+  auto env = config::environment_snapshot();
+  auto parsed = config::Config::parse(service::daemon_tunables(), argc, argv, env);
+  if (!parsed.ok()) {
+    std::cerr << "ringsyncd: " << parsed.status().message() << "\n"
+              << "Run 'ringsyncd --help' for the list of settings.\n";
+    return 2;
+  }
+  const config::Config& table = *parsed;
+  if (table.help_requested()) {
+    std::cout << table.help_text("ringsyncd",
+                                 "The ringsync daemon: serves the trainer processes of this node "
+                                 "(collectives over shared memory) and exports /metrics.");
+    return 0;
+  }
+  if (table.version_requested()) {
+    std::cout << "ringsyncd " << kVersion << "\n";
+    return 0;
+  }
+  if (!table.positional().empty()) {
+    std::cerr << "ringsyncd: unexpected argument '" << table.positional().front()
+              << "'; settings are given as --name value\n";
+    return 2;
+  }
+  auto cfg = service::daemon_config_from(table);
+  if (!cfg.ok()) {
+    std::cerr << "ringsyncd: " << cfg.status().message() << "\n";
+    return 2;
+  }
+  Status logging = log::configure(cfg->log_level, cfg->log_subsys);
+  if (!logging.ok()) {
+    std::cerr << "ringsyncd: " << logging.message() << "\n";
+    return 2;
+  }
+  RS_LOG(info, "config") << "settings:\n" << table.dump();
+
+  service::Daemon daemon(std::move(cfg).value());
+  Status started = daemon.start();
+  if (!started.ok()) {
+    RS_LOG(error, "daemon") << started.message();
+    std::cerr << "ringsyncd: " << started.message() << "\n";
+    return 1;
+  }
+  daemon.run();
+  RS_LOG(info, "daemon") << "stopped";
+  return 0;
+}

@@ -1,0 +1,87 @@
+// ringsyncd on one node: accepts trainers on a Unix socket, forms jobs from
+// their hellos, matches their collectives by tensor name, runs the data
+// movement on the work pool and answers each rank. All state lives on one
+// control thread (the io_context); bulk data never touches it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/metrics.h"
+#include "common/status.h"
+#include "common/wire.h"
+#include "service/daemon_config.h"
+#include "service/daemon_metrics.h"
+#include "service/job.h"
+#include "service/metrics_http.h"
+#include "service/session.h"
+#include "service/work_pool.h"
+
+namespace ringsync::service {
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonConfig config);
+  ~Daemon();
+
+  // Binds the socket and the metrics endpoint, writes the ready file.
+  Status start();
+  // Serves until SIGINT/SIGTERM or stop().
+  void run();
+  // Thread safe: asks the control thread to shut down.
+  void stop();
+
+  const DaemonConfig& config() const { return config_; }
+  DaemonMetrics& metrics() { return metrics_; }
+  std::string metrics_endpoint() const;
+
+  // Called by sessions on the control thread. A non-ok Status means the client
+  // broke the protocol: the session sends it and closes.
+  Status on_message(const std::shared_ptr<ClientSession>& session, wire::Message message);
+  void on_disconnect(const std::shared_ptr<ClientSession>& session);
+
+ private:
+  // Connection lifecycle (daemon.cpp).
+  Status listen();
+  void accept_next();
+  void schedule_sweep();
+  void sweep();
+  void shutdown();
+  Status write_ready_file() const;
+
+  // Requests (daemon_requests.cpp).
+  Status on_hello(const std::shared_ptr<ClientSession>& session, const wire::Hello& hello);
+  void on_alloc(const std::shared_ptr<ClientSession>& session, const wire::AllocBuffer& alloc);
+  void on_free(const std::shared_ptr<ClientSession>& session, const wire::FreeBuffer& free);
+  void on_collective(const std::shared_ptr<ClientSession>& session, wire::Collective request);
+  Result<Submission> prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
+                             wire::Collective request);
+
+  // Running and answering collectives (daemon_collectives.cpp).
+  void execute(PendingCollective collective);
+  void finish(PendingCollective& collective, const Status& status, Clock::time_point ready);
+  void fail(PendingCollective& collective, const Status& status, std::string_view error_kind);
+  void update_gauges();
+
+  DaemonConfig config_;
+  boost::asio::io_context io_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer sweep_timer_;
+  metrics::Registry registry_;
+  DaemonMetrics metrics_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  WorkPool pool_;
+  std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;
+  std::map<std::string, Job> jobs_;
+  std::uint64_t next_session_id_ = 1;
+  bool stopping_ = false;
+  bool owns_socket_file_ = false;
+};
+
+}  // namespace ringsync::service

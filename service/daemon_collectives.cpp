@@ -1,0 +1,121 @@
+// Running matched collectives, answering every rank, and the deadlines
+// (stall inspector, collective timeout).
+#include <boost/asio/post.hpp>
+
+#include "common/log.h"
+#include "service/daemon.h"
+
+namespace ringsync::service {
+namespace asio = boost::asio;
+
+namespace {
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
+  const std::uint64_t bytes = c.count * dtype_size(c.dtype);
+  return c.kind == wire::CollectiveKind::kAllgather ? bytes * ranks : bytes;
+}
+
+}  // namespace
+
+void Daemon::execute(PendingCollective collective) {
+  const Clock::time_point ready = Clock::now();
+  for (const auto& s : collective.by_rank)
+    metrics_.rank_wait.with({std::to_string(s->local_rank)})
+        .observe(seconds_between(collective.first_submit, s->submitted));
+
+  Status agreed = check_agreement(collective);
+  if (!agreed.ok()) {
+    RS_LOG(warn, "collective") << agreed.message();
+    fail(collective, agreed, "mismatch");
+    return;
+  }
+  const wire::Collective& first = collective.by_rank.front()->request;
+  LocalPlan plan;
+  plan.kind = first.kind;
+  plan.dtype = first.dtype;
+  plan.op = first.op;
+  plan.count = first.count;
+  plan.root = first.root;
+  for (const auto& s : collective.by_rank) plan.ranks.push_back(s->where);
+  auto work = std::make_shared<LocalCollective>(std::move(plan), config_.reduce_chunk_bytes);
+  if (work->pieces() == 0) {
+    finish(collective, Status::Ok(), ready);
+    return;
+  }
+  auto shared = std::make_shared<PendingCollective>(std::move(collective));
+  pool_.run(
+      work->pieces(), [work](std::size_t i) { work->run_piece(i); },
+      [this, shared, ready] {
+        asio::post(io_, [this, shared, ready] { finish(*shared, Status::Ok(), ready); });
+      });
+}
+
+void Daemon::finish(PendingCollective& collective, const Status& status,
+                    Clock::time_point ready) {
+  const wire::Collective& first = collective.by_rank.front()->request;
+  const std::size_t ranks = collective.by_rank.size();
+  metrics_.collective_done(first.kind, first.dtype, status.ok() ? "ok" : status_code_name(status.code()),
+                           payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
+                           ranks);
+  for (auto& s : collective.by_rank)
+    if (s) s->complete(status);
+  RS_LOG(trace, "collective") << "tensor '" << collective.name << "' done: "
+                                   << status.to_string();
+}
+
+void Daemon::fail(PendingCollective& collective, const Status& status,
+                  std::string_view error_kind) {
+  metrics_.error(error_kind);
+  wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
+  for (const auto& s : collective.by_rank)
+    if (s) kind = s->request.kind;
+  metrics_.collectives.with({wire::collective_kind_name(kind), status_code_name(status.code())})
+      .inc();
+  for (auto& s : collective.by_rank)
+    if (s) s->complete(status);
+}
+
+void Daemon::sweep() {
+  const Clock::time_point now = Clock::now();
+  std::size_t stalled = 0;
+  for (auto& [id, job] : jobs_) {
+    for (auto& pending : job.take_expired(now, config_.collective_timeout)) {
+      const auto missing = pending.missing_ranks();
+      const double waited = seconds_between(pending.first_submit, now);
+      Status timeout = Status::Timeout(
+          "tensor '" + pending.name + "' of job '" + id + "' timed out after " +
+          std::to_string(static_cast<long long>(waited)) + " s: local rank(s) " +
+          rank_list(missing) + " never submitted it (--collective-timeout)");
+      RS_LOG(warn, "collective") << timeout.message();
+      fail(pending, timeout, "timeout");
+    }
+    for (auto& [name, pending] : job.pending()) {
+      if (now - pending.first_submit < config_.stall_warning) continue;
+      ++stalled;
+      if (pending.stall_reported) continue;
+      pending.stall_reported = true;
+      std::vector<std::uint32_t> present;
+      for (const auto& s : pending.by_rank)
+        if (s) present.push_back(s->local_rank);
+      RS_LOG(warn, "stall") << "tensor '" << name << "' of job '" << id
+                                 << "' is waiting for local rank(s) "
+                                 << rank_list(pending.missing_ranks()) << "; submitted by "
+                                 << rank_list(present) << " "
+                                 << static_cast<long long>(
+                                        seconds_between(pending.first_submit, now))
+                                 << " s ago";
+    }
+  }
+  metrics_.stalled_tensors.with().set(static_cast<double>(stalled));
+}
+
+void Daemon::update_gauges() {
+  metrics_.clients.with().set(static_cast<double>(sessions_.size()));
+  metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
+}
+
+}  // namespace ringsync::service

@@ -1,0 +1,77 @@
+#include "service/daemon_metrics.h"
+
+#include <string>
+
+#include "common/reduce.h"
+#include "common/version.h"
+
+namespace ringsync::service {
+namespace {
+
+// nccl-tests' bus-bandwidth factor for n ranks: what each rank's link carries
+// relative to the payload in a bandwidth-optimal algorithm.
+double bus_factor(wire::CollectiveKind kind, std::size_t n) {
+  if (n <= 1) return 1.0;
+  const double dn = static_cast<double>(n);
+  switch (kind) {
+    case wire::CollectiveKind::kAllreduce: return 2.0 * (dn - 1.0) / dn;
+    case wire::CollectiveKind::kAllgather: return (dn - 1.0) / dn;
+    case wire::CollectiveKind::kBroadcast: return 1.0;
+    case wire::CollectiveKind::kBarrier: return 0.0;
+  }
+  return 1.0;
+}
+
+}  // namespace
+
+DaemonMetrics::DaemonMetrics(metrics::Registry& r)
+    : collectives(r.counter("ringsync_collectives_total",
+                            "Collectives finished, by collective and outcome.", {"op", "status"})),
+      collective_bytes(r.counter("ringsync_collective_bytes_total",
+                                 "Payload bytes of successful collectives (per rank's result).",
+                                 {"op", "dtype"})),
+      duration(r.histogram("ringsync_collective_duration_seconds",
+                           "Time from the last rank's submission to completion.",
+                           metrics::exponential_buckets(1e-5, 4.0, 12), {"op"})),
+      bus_bandwidth(r.gauge("ringsync_bus_bandwidth_bytes_per_second",
+                            "Bus bandwidth (nccl-tests definition) of the latest collective "
+                            "of at least 1 MiB.",
+                            {"op"})),
+      rank_wait(r.histogram("ringsync_rank_wait_seconds",
+                            "How long after the first rank each local rank submitted a "
+                            "collective (stragglers show large values).",
+                            metrics::exponential_buckets(1e-5, 4.0, 12), {"rank"})),
+      stalled_tensors(r.gauge("ringsync_stalled_tensors",
+                              "Tensors some ranks submitted and others have not, for longer "
+                              "than --stall-warning.")),
+      clients(r.gauge("ringsync_clients", "Connected trainer processes.")),
+      jobs(r.gauge("ringsync_jobs", "Jobs with at least one connected rank.")),
+      registered_bytes(r.gauge("ringsync_registered_buffer_bytes",
+                               "Bytes of buffers shared with trainers.", {"memory"})),
+      staged_bytes(r.counter("ringsync_staged_bytes_total",
+                             "Bytes the client library copied through staging buffers because "
+                             "the data was not in a shared buffer.")),
+      errors(r.counter("ringsync_errors_total", "Errors by kind.", {"kind"})),
+      ring_nodes(r.gauge("ringsync_ring_nodes", "Nodes in the current ring.")),
+      ring_epoch(r.gauge("ringsync_ring_epoch", "Ring membership epoch.")),
+      build_info(r.gauge("ringsync_build_info", "Build information; the value is always 1.",
+                         {"version", "kernel_isa"})) {
+  registered_bytes.with({"host"}).set(0);
+  ring_nodes.with().set(1);
+  build_info.with({kVersion, reduce::kernel_isa()}).set(1);
+}
+
+void DaemonMetrics::collective_done(wire::CollectiveKind kind, DType dtype,
+                                    std::string_view status, std::uint64_t bytes, double seconds,
+                                    std::size_t ranks) {
+  const std::string_view op = wire::collective_kind_name(kind);
+  collectives.with({op, status}).inc();
+  if (status != "ok") return;
+  duration.with({op}).observe(seconds);
+  if (kind == wire::CollectiveKind::kBarrier) return;
+  collective_bytes.with({op, dtype_name(dtype)}).inc(static_cast<double>(bytes));
+  if (bytes >= (1u << 20) && seconds > 0)
+    bus_bandwidth.with({op}).set(static_cast<double>(bytes) / seconds * bus_factor(kind, ranks));
+}
+
+}  // namespace ringsync::service

@@ -1,0 +1,36 @@
+// The daemon's metric families (DESIGN.md "Metrics"), registered once.
+#pragma once
+
+#include <string_view>
+
+#include "common/dtype.h"
+#include "common/metrics.h"
+#include "common/wire.h"
+
+namespace ringsync::service {
+
+struct DaemonMetrics {
+  explicit DaemonMetrics(metrics::Registry& registry);
+
+  // A finished collective: its outcome, payload and timings.
+  void collective_done(wire::CollectiveKind kind, DType dtype, std::string_view status,
+                       std::uint64_t bytes, double seconds, std::size_t ranks);
+  void error(std::string_view kind) { errors.with({kind}).inc(); }
+
+  metrics::CounterFamily& collectives;        // op, status
+  metrics::CounterFamily& collective_bytes;   // op, dtype
+  metrics::HistogramFamily& duration;         // op
+  metrics::GaugeFamily& bus_bandwidth;        // op
+  metrics::HistogramFamily& rank_wait;        // rank
+  metrics::GaugeFamily& stalled_tensors;
+  metrics::GaugeFamily& clients;
+  metrics::GaugeFamily& jobs;
+  metrics::GaugeFamily& registered_bytes;     // memory
+  metrics::CounterFamily& staged_bytes;
+  metrics::CounterFamily& errors;             // kind
+  metrics::GaugeFamily& ring_nodes;
+  metrics::GaugeFamily& ring_epoch;
+  metrics::GaugeFamily& build_info;           // version, kernel_isa
+};
+
+}  // namespace ringsync::service

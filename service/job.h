@@ -1,0 +1,55 @@
+// A job on this node: its local_size slots (one per local rank) and the
+// collectives its ranks have submitted but not all of them yet. Once a rank
+// disconnects the job is broken: nothing pending can complete, and new
+// collectives fail at once until every rank has gone and the job is formed anew.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "service/pending_collective.h"
+
+namespace ringsync::service {
+
+class Job {
+ public:
+  Job(std::string id, std::uint32_t local_size);
+
+  const std::string& id() const { return id_; }
+  std::uint32_t local_size() const { return static_cast<std::uint32_t>(slots_.size()); }
+  std::size_t connected() const { return connected_; }
+  const std::optional<std::string>& broken() const { return broken_; }
+
+  // Takes slot `rank`; fails if it is taken, out of range, or the job is broken.
+  Status join(std::uint32_t rank, std::uint32_t local_size, std::int32_t pid);
+
+  // Frees the slot. Returns every pending collective (none can complete now).
+  std::vector<PendingCollective> leave(std::uint32_t rank);
+
+  // Records a submission. Returns the collective, taken out of the pending set,
+  // once every rank has submitted it; nullopt while others are still missing.
+  Result<std::optional<PendingCollective>> submit(Submission submission);
+
+  // Takes out the collectives that have waited longer than `timeout`.
+  std::vector<PendingCollective> take_expired(Clock::time_point now, Clock::duration timeout);
+
+  std::map<std::string, PendingCollective>& pending() { return pending_; }
+
+ private:
+  struct Slot {
+    bool connected = false;
+    std::int32_t pid = 0;
+  };
+
+  std::string id_;
+  std::vector<Slot> slots_;
+  std::size_t connected_ = 0;
+  std::optional<std::string> broken_;
+  std::map<std::string, PendingCollective> pending_;
+};
+
+}  // namespace ringsync::service

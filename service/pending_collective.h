@@ -1,0 +1,51 @@
+// A collective that some local ranks of a job have submitted and others not
+// yet, keyed by tensor name; and the check that all ranks asked for the same
+// thing once everyone has arrived.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/shm.h"
+#include "common/status.h"
+#include "common/wire.h"
+#include "service/local_collective.h"
+
+namespace ringsync::service {
+
+using Clock = std::chrono::steady_clock;
+
+struct Submission {
+  std::uint32_t local_rank = 0;
+  wire::Collective request;
+  Contribution where;
+  std::vector<std::shared_ptr<shm::Region>> keepalive;  // buffers stay mapped until done
+  Clock::time_point submitted;
+  std::function<void(const Status&)> complete;  // answers the client, if still connected
+};
+
+struct PendingCollective {
+  std::string name;
+  std::vector<std::optional<Submission>> by_rank;
+  std::size_t arrived = 0;
+  Clock::time_point first_submit;
+  bool stall_reported = false;
+
+  bool ready() const { return arrived == by_rank.size(); }
+  std::vector<std::uint32_t> missing_ranks() const;
+};
+
+// Ok when every submission agrees on kind, dtype, count, op (allreduce) and
+// root (broadcast); otherwise a Mismatch naming the tensor, the fields and
+// which ranks said what.
+Status check_agreement(const PendingCollective& pending);
+
+// "0,2,5" — for messages.
+std::string rank_list(const std::vector<std::uint32_t>& ranks);
+
+}  // namespace ringsync::service
