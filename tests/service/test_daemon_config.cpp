@@ -1,0 +1,154 @@
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "service/daemon_config.h"
+
+using namespace std::chrono_literals;
+using ringsync::Result;
+using ringsync::StatusCode;
+using ringsync::config::Config;
+using ringsync::service::daemon_config_from;
+using ringsync::service::daemon_tunables;
+using ringsync::service::DaemonConfig;
+using ringsync::service::default_socket_path;
+using Env = std::map<std::string, std::string>;
+
+namespace {
+
+Result<DaemonConfig> load(std::vector<std::string> args, const Env& env = {{"XDG_RUNTIME_DIR", "/run/user/1000"}}) {
+  std::vector<const char*> argv{"ringsyncd"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  auto cfg = Config::parse(daemon_tunables(), static_cast<int>(argv.size()), argv.data(), env);
+  REQUIRE(cfg.ok());
+  return daemon_config_from(*cfg);
+}
+
+std::string error_of(std::vector<std::string> args, const Env& env = {{"XDG_RUNTIME_DIR", "/run/user/1000"}}) {
+  auto d = load(std::move(args), env);
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.status().code() == StatusCode::kInvalidArgument);
+  return d.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("daemon defaults") {
+  auto d = load({});
+  REQUIRE(d.ok());
+  CHECK(d->socket_path == "/run/user/1000/ringsync/ringsyncd.sock");
+  CHECK(d->metrics_address == "127.0.0.1:9400");
+  CHECK(d->collective_timeout == 300s);
+  CHECK(d->stall_warning == 60s);
+  CHECK(d->max_frame_bytes == 64 * 1024);
+  CHECK(d->max_client_buffer_bytes == 64ull << 30);
+  CHECK(d->reduce_threads == std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  CHECK(d->reduce_chunk_bytes == 1 << 20);
+  CHECK(d->ready_file.empty());
+  CHECK(d->log_level == "info");
+  CHECK(d->log_subsys == "all");
+  CHECK(d->client_handshake_timeout == 10s);
+}
+
+TEST_CASE("the table: every tunable has a flag-style name, help, and a unit where it has one") {
+  std::set<std::string> names;
+  for (const auto& t : daemon_tunables()) {
+    CHECK_FALSE(t.help.empty());
+    names.insert(t.name);
+    if (t.kind == ringsync::config::Kind::kBytes) CHECK(t.unit == "bytes");
+    if (t.kind == ringsync::config::Kind::kDuration) CHECK(t.unit == "seconds");
+  }
+  CHECK(names == std::set<std::string>{"socket", "metrics-address", "collective-timeout", "stall-warning",
+                                       "max-frame-bytes", "max-client-buffer-bytes", "reduce-threads",
+                                       "reduce-chunk-bytes", "ready-file", "log-level", "log-subsys",
+                                       "handshake-timeout"});
+}
+
+TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {
+  CHECK(default_socket_path({{"XDG_RUNTIME_DIR", "/run/user/1000"}}, 1000) == "/run/user/1000/ringsync/ringsyncd.sock");
+  CHECK(default_socket_path({{"XDG_RUNTIME_DIR", "/run/user/0/"}}, 0) == "/run/user/0/ringsync/ringsyncd.sock");
+  CHECK(default_socket_path({}, 0) == "/run/ringsync/ringsyncd.sock");
+  CHECK(default_socket_path({}, 1234) == "/tmp/ringsync-1234/ringsyncd.sock");
+  CHECK(default_socket_path({{"XDG_RUNTIME_DIR", ""}}, 1234) == "/tmp/ringsync-1234/ringsyncd.sock");
+  CHECK(default_socket_path({{"XDG_RUNTIME_DIR", "relative/dir"}}, 0) == "/run/ringsync/ringsyncd.sock");
+
+  auto from_env = load({}, {});
+  REQUIRE(from_env.ok());
+  CHECK(from_env->socket_path == default_socket_path({}, ::getuid()));
+}
+
+TEST_CASE("flags and variables reach the typed struct") {
+  auto d = load({"--socket=/tmp/x.sock", "--metrics-address", "[::1]:9500", "--reduce-threads=3",
+                 "--collective-timeout=2m", "--ready-file", "/tmp/ready", "--log-level=DEBUG", "--log-subsys=^ucx"},
+                {{"RINGSYNC_MAX_FRAME_BYTES", "128K"}, {"RINGSYNC_HANDSHAKE_TIMEOUT", "1.5"}});
+  REQUIRE(d.ok());
+  CHECK(d->socket_path == "/tmp/x.sock");
+  CHECK(d->metrics_address == "[::1]:9500");
+  CHECK(d->reduce_threads == 3);
+  CHECK(d->collective_timeout == 120s);
+  CHECK(d->ready_file == "/tmp/ready");
+  CHECK(d->log_level == "debug");
+  CHECK(d->log_subsys == "all,^ucx");
+  CHECK(d->max_frame_bytes == 128 * 1024);
+  CHECK(d->client_handshake_timeout == 1500ms);
+}
+
+TEST_CASE("the metrics server can be turned off") {
+  for (const char* off : {"--metrics-address=off", "--metrics-address="}) {
+    auto d = load({off});
+    REQUIRE(d.ok());
+    CHECK(d->metrics_address.empty());
+  }
+}
+
+TEST_CASE("validation errors name the setting, its bound and where the value came from") {
+  CHECK(error_of({"--reduce-threads=-1"}) ==
+        "reduce-threads must be between 0 (one per core) and 1024, got -1 (--reduce-threads from flag)");
+  CHECK(error_of({"--reduce-chunk-bytes=4100"}).starts_with("reduce-chunk-bytes must be a multiple of 64 bytes"));
+  CHECK(error_of({"--collective-timeout=0s"}) ==
+        "collective-timeout must be longer than 0, got '0s' (--collective-timeout from flag)");
+  CHECK(error_of({"--stall-warning=0"}).starts_with("stall-warning must be longer than 0"));
+  CHECK(error_of({"--handshake-timeout=0ms"}).starts_with("handshake-timeout must be longer than 0"));
+  CHECK(error_of({"--max-frame-bytes=2MiB"}) ==
+        "max-frame-bytes must be between 4KiB and 1MiB, got '2MiB' (--max-frame-bytes from flag)");
+  CHECK(error_of({"--max-frame-bytes=1K"}).starts_with("max-frame-bytes must be between 4KiB and 1MiB"));
+  CHECK(error_of({"--max-client-buffer-bytes=0"}).starts_with("max-client-buffer-bytes must be between 4KiB"));
+  CHECK(error_of({"--log-level=loud"}) ==
+        "unknown log level 'loud'; expected one of error, warn, info, debug, trace (--log-level from flag)");
+  CHECK(error_of({"--log-subsys=ring,,ucx"}) ==
+        "empty entry in subsystem list 'ring,,ucx' (--log-subsys from flag)");
+  const std::string long_path = "/tmp/" + std::string(120, 's') + ".sock";
+  CHECK(error_of({"--socket", long_path}).find("a Unix socket path must be at most 107: choose a shorter --socket") !=
+        std::string::npos);
+}
+
+TEST_CASE("the chunk-size lower bound is reported from the environment too") {
+  const std::string message = error_of({}, {{"RINGSYNC_REDUCE_CHUNK_BYTES", "1K"}});
+  CHECK(message.starts_with("reduce-chunk-bytes must be between 4KiB and "));
+  CHECK(message.ends_with(", got '1K' (--reduce-chunk-bytes from env RINGSYNC_REDUCE_CHUNK_BYTES)"));
+}
+
+TEST_CASE("bad value forms are caught by the table before validation") {
+  std::vector<const char*> argv{"ringsyncd", "--collective-timeout", "forever"};
+  auto cfg = Config::parse(daemon_tunables(), static_cast<int>(argv.size()), argv.data(), {});
+  REQUIRE_FALSE(cfg.ok());
+  CHECK(cfg.status().message().starts_with(
+      "invalid value 'forever' for collective-timeout (from flag --collective-timeout): expected a number"));
+}
+
+TEST_CASE("help and dump cover the daemon's tunables") {
+  std::vector<const char*> argv{"ringsyncd"};
+  auto cfg = Config::parse(daemon_tunables(), 1, argv.data(), {{"RINGSYNC_STALL_WARNING", "90s"}});
+  REQUIRE(cfg.ok());
+  const std::string help = cfg->help_text("ringsyncd", "Parameter synchronization daemon.");
+  CHECK(help.find("  --collective-timeout DURATION\n") != std::string::npos);
+  CHECK(help.find("env RINGSYNC_MAX_CLIENT_BUFFER_BYTES; default: 64GiB; unit: bytes") != std::string::npos);
+  const std::string dump = cfg->dump();
+  CHECK(dump.find("stall-warning = 90s (env RINGSYNC_STALL_WARNING)\n") != std::string::npos);
+  CHECK(dump.find("socket = \"\" (default)\n") != std::string::npos);
+}
