@@ -58,7 +58,7 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
                     Clock::time_point ready) {
   const wire::Collective& first = collective.by_rank.front()->request;
   const std::size_t ranks = collective.by_rank.size();
-  metrics_.collective_done(first.kind, first.dtype, status.ok() ? "ok" : status_code_name(status.code()),
+  metrics_.collective_done(first.kind, first.dtype, status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
                            ranks);
   for (auto& s : collective.by_rank)
@@ -73,7 +73,7 @@ void Daemon::fail(PendingCollective& collective, const Status& status,
   wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
   for (const auto& s : collective.by_rank)
     if (s) kind = s->request.kind;
-  metrics_.collectives.with({wire::collective_kind_name(kind), status_code_name(status.code())})
+  metrics_.collectives.with({wire::collective_kind_name(kind), status_label(status.code())})
       .inc();
   for (auto& s : collective.by_rank)
     if (s) s->complete(status);

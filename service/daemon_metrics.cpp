@@ -24,6 +24,13 @@ double bus_factor(wire::CollectiveKind kind, std::size_t n) {
 
 }  // namespace
 
+std::string status_label(StatusCode code) {
+  std::string label = status_code_name(code);
+  for (char& c : label)
+    if (c == ' ') c = '_';
+  return label;
+}
+
 DaemonMetrics::DaemonMetrics(metrics::Registry& r)
     : collectives(r.counter("ringsync_collectives_total",
                             "Collectives finished, by collective and outcome.", {"op", "status"})),

@@ -1,13 +1,18 @@
 // The daemon's metric families (DESIGN.md "Metrics"), registered once.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "common/dtype.h"
 #include "common/metrics.h"
+#include "common/status.h"
 #include "common/wire.h"
 
 namespace ringsync::service {
+
+// A status as a label value: "ok", "mismatch", "peer_lost", ...
+std::string status_label(StatusCode code);
 
 struct DaemonMetrics {
   explicit DaemonMetrics(metrics::Registry& registry);

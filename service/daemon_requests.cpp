@@ -167,7 +167,7 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
                                     << "': " << status.to_string();
     metrics_.error(kind);
     metrics_.collectives.with({wire::collective_kind_name(request.kind),
-                               status_code_name(status.code())}).inc();
+                               status_label(status.code())}).inc();
     session->send(wire::Completion{request.request_id, status});
   };
   auto job_it = jobs_.find(session->membership->job_id);

@@ -1,6 +1,8 @@
 // ringsyncd: the per-node ringsync daemon.
 #include <cstdio>
 #include <iostream>
+#include <sstream>
+#include <string>
 
 #include "common/config.h"
 #include "common/log.h"
@@ -43,7 +45,10 @@ int main(int argc, char** argv) {
     std::cerr << "ringsyncd: " << logging.message() << "\n";
     return 2;
   }
-  RS_LOG(info, "config") << "settings:\n" << table.dump();
+  {
+    std::istringstream lines(table.dump());
+    for (std::string line; std::getline(lines, line);) RS_LOG(info, "config") << line;
+  }
 
   service::Daemon daemon(std::move(cfg).value());
   Status started = daemon.start();

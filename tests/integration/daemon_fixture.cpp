@@ -1,8 +1,7 @@
 #include "daemon_fixture.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include "common/http_get.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +19,7 @@ DaemonFixture::DaemonFixture(std::vector<std::string> extra_flags) {
   std::vector<std::string> argv = {bin("ringsyncd"), "--socket", socket_, "--metrics-address",
                                    "127.0.0.1:0", "--ready-file", ready, "--log-level", "debug"};
   argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
-  process_ = Child::spawn(argv, {}, log_path_);
+  process_ = spawn(argv, {}, log_path_);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (;;) {
     const std::string text = read_file(ready);
@@ -61,32 +60,9 @@ std::map<std::string, std::string> DaemonFixture::rank_env(int rank, int size,
 }
 
 std::string http_get(const std::string& host_port, const std::string& path) {
-  const auto colon = host_port.rfind(':');
-  const std::string host = host_port.substr(0, colon);
-  const int port = std::stoi(host_port.substr(colon + 1));
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return "";
-  }
-  const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: " + host_port + "\r\nConnection: close\r\n\r\n";
-  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string response;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    response.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return response;
+  auto response = ringsync::http_get(host_port, path);
+  if (!response.ok()) return "";
+  return response->headers + "\r\n\r\n" + response->body;
 }
 
 std::pair<int, std::string> run_command(const std::string& command) {

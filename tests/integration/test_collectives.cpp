@@ -17,7 +17,7 @@ bool run_ranks(DaemonFixture& daemon, int ranks, const std::vector<std::string>&
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> argv = {bin("ringsync-test-rank")};
     argv.insert(argv.end(), scenario.begin(), scenario.end());
-    children.push_back(Child::spawn(argv, daemon.rank_env(r, ranks, job),
+    children.push_back(spawn(argv, daemon.rank_env(r, ranks, job),
                                     daemon.dir().file("rank" + std::to_string(r) + ".log")));
   }
   bool ok = true;

@@ -2,6 +2,7 @@
 // mid-collective, a rank that never submits (timeout, stall report).
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -32,7 +33,7 @@ struct Ranks {
     argv.insert(argv.end(), scenario.begin(), scenario.end());
     auto env = daemon.rank_env(rank, size, job);
     env["RINGSYNC_TEST_MARK_DIR"] = daemon.dir().path();
-    children.push_back(Child::spawn(argv, env, log(rank)));
+    children.push_back(spawn(argv, env, log(rank)));
   }
   std::string log(int rank) const { return daemon.dir().file(job + ".rank" + std::to_string(rank) + ".log"); }
   std::string mark(const std::string& what, int rank) const {

@@ -2,6 +2,7 @@
 // complain about, and a real Prometheus server scrapes it.
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -16,7 +17,7 @@ namespace {
 void run_traffic(DaemonFixture& daemon) {
   std::vector<Child> ranks;
   for (int r = 0; r < 2; ++r)
-    ranks.push_back(Child::spawn({bin("ringsync-test-rank"), "collectives", "1", "1001"},
+    ranks.push_back(spawn({bin("ringsync-test-rank"), "collectives", "1", "1001"},
                                  daemon.rank_env(r, 2, "metrics"),
                                  daemon.dir().file("rank" + std::to_string(r) + ".log")));
   for (auto& r : ranks) REQUIRE(r.succeeded(120s));
@@ -65,7 +66,7 @@ TEST_CASE("a real Prometheus server scrapes the daemon") {
                         << "scrape_configs:\n  - job_name: ringsyncd\n    static_configs:\n"
                         << "      - targets: ['" << daemon.metrics_host_port() << "']\n";
   const std::string listen = "127.0.0.1:" + std::to_string(port);
-  Child prometheus = Child::spawn({"/usr/bin/prometheus", "--config.file=" + config,
+  Child prometheus = spawn({"/usr/bin/prometheus", "--config.file=" + config,
                                    "--storage.tsdb.path=" + daemon.dir().file("tsdb"),
                                    "--web.listen-address=" + listen},
                                   {}, daemon.dir().file("prometheus.log"));

@@ -1,0 +1,71 @@
+// The daemon's tunables: one table (flags, RINGSYNC_* variables, config file keys)
+// and the typed, validated struct the rest of the daemon reads.
+//
+//   auto env = service::daemon_environment();
+//   auto cfg = config::Config::parse(service::daemon_tunables(), argc, argv, env);
+//   auto daemon = service::daemon_config_from(*cfg);
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/status.h"
+
+namespace ringsync::service {
+
+struct DaemonConfig {
+  // --socket. Default: $XDG_RUNTIME_DIR/ringsync/ringsyncd.sock when XDG_RUNTIME_DIR
+  // is set, else /run/ringsync/ringsyncd.sock as root, else
+  // /tmp/ringsync-<uid>/ringsyncd.sock (see default_socket_path()).
+  std::string socket_path;
+  // --metrics-address, default 127.0.0.1:9400. "" when the metrics server is off
+  // ("off" or an empty value); otherwise HOST:PORT with IPv6 hosts in brackets.
+  std::string metrics_address;
+  // --collective-timeout, default 300s: a collective not completed by all local
+  // ranks in this time fails with a timeout error.
+  std::chrono::nanoseconds collective_timeout{0};
+  // --stall-warning, default 60s: the stall inspector reports ranks that have not
+  // submitted a tensor after this long.
+  std::chrono::nanoseconds stall_warning{0};
+  // --max-frame-bytes, default 64KiB: larger control frames are rejected.
+  std::uint64_t max_frame_bytes = 0;
+  // --max-client-buffer-bytes, default 64GiB: total shared memory one client may
+  // allocate.
+  std::uint64_t max_client_buffer_bytes = 0;
+  // --reduce-threads, default 0 = one per core. Always resolved here: at least 1.
+  int reduce_threads = 0;
+  // --reduce-chunk-bytes, default 1MiB: granularity of the work split across reduce
+  // threads; at least 4KiB and a multiple of 64 bytes.
+  std::uint64_t reduce_chunk_bytes = 0;
+  // --ready-file, default "": when set, written (tmp + rename) once the daemon is
+  // listening, with lines "socket=PATH" and "metrics=HOST:PORT".
+  std::string ready_file;
+  // --log-level (default info) and --log-subsys (default all), in the syntax of
+  // RINGSYNC_LOG_LEVEL / RINGSYNC_LOG_SUBSYS; checked here, canonical form.
+  std::string log_level;
+  std::string log_subsys;
+  // --handshake-timeout, default 10s: a connection that has not said hello by then
+  // is closed.
+  std::chrono::nanoseconds client_handshake_timeout{0};
+};
+
+const std::vector<config::Tunable>& daemon_tunables();
+
+// What the daemon reads from the environment: RINGSYNC_* and XDG_RUNTIME_DIR.
+std::map<std::string, std::string> daemon_environment();
+
+// The socket path used when --socket is not given. `env` supplies XDG_RUNTIME_DIR
+// (ignored unless it is an absolute path).
+std::string default_socket_path(const std::map<std::string, std::string>& env, unsigned uid);
+
+// Resolves the defaults that depend on the host (socket path from cfg.environment()
+// and the user id, reduce threads from the core count) and checks the values
+// together: timeouts above zero, frame and chunk sizes within bounds, thread count
+// in range, a socket path that fits a Unix address, a valid log level and filter.
+Result<DaemonConfig> daemon_config_from(const config::Config& cfg);
+
+}  // namespace ringsync::service

@@ -1,0 +1,66 @@
+// The daemon's HTTP endpoint for Prometheus: GET /metrics (and HEAD), / with a
+// link to it, /healthz. HTTP/1.1 with keep-alive, one coroutine per connection,
+// on the caller's io_context.
+//
+// Requests are bounded: header size (431 and close), body size (413 and close),
+// malformed requests (400 and close), and a client that sends nothing or too
+// slowly is disconnected once idle_timeout passes without a complete request.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "common/status.h"
+
+namespace ringsync::service {
+
+namespace detail {
+struct MetricsServerState;  // shared with the connection coroutines, which may outlive the server
+}
+
+struct MetricsServerOptions {
+  // Time a connection may take to deliver a complete request (or to accept a
+  // response) before it is closed.
+  std::chrono::steady_clock::duration idle_timeout = std::chrono::seconds(30);
+  // Largest request header (request line + fields) accepted.
+  std::size_t header_limit = 8 * 1024;
+  // Connections over this many are closed at once.
+  std::size_t max_connections = 64;
+};
+
+class MetricsServer {
+ public:
+  // address: "HOST:PORT"; HOST is an IPv4 address, an IPv6 address in brackets
+  // ("[::1]:9400") or a host name resolved once here; port 0 picks a free port.
+  // render produces the body of /metrics (text format 0.0.4) and must not be
+  // empty. Binding happens here, so errors (bad address, port in use) come back
+  // as a Status that says which address and what to change.
+  //
+  // The server lives on `io`, which must be run by a single thread; stop() and
+  // the destructor must be called from that thread (or while it is not running).
+  static Result<std::unique_ptr<MetricsServer>> start(boost::asio::io_context& io, std::string_view address,
+                                                      std::function<std::string()> render,
+                                                      MetricsServerOptions options = {});
+
+  // The bound endpoint (the actual port when 0 was asked for).
+  boost::asio::ip::tcp::endpoint endpoint() const;
+  // Closes the listener and every open connection. Safe to call twice.
+  void stop();
+  ~MetricsServer();
+
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+ private:
+  explicit MetricsServer(std::shared_ptr<detail::MetricsServerState> state) : state_(std::move(state)) {}
+  std::shared_ptr<detail::MetricsServerState> state_;
+};
+
+}  // namespace ringsync::service
