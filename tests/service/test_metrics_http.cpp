@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -86,12 +85,15 @@ class Client {
     }
   }
 
-  // One response; nullopt if the connection ended first. HEAD responses have no body.
-  std::optional<Response> read_response(bool head = false) {
+  // Sends `raw` and reads one response, which must come. HEAD responses have no body.
+  Response request(std::string_view raw, bool head = false) {
+    send(raw);
+    return read_response(head);
+  }
+
+  Response read_response(bool head = false) {
     std::size_t end;
-    while ((end = pending_.find("\r\n\r\n")) == std::string::npos) {
-      if (!fill()) return std::nullopt;
-    }
+    while ((end = pending_.find("\r\n\r\n")) == std::string::npos) REQUIRE_MESSAGE(fill(), "no response header");
     Response res;
     const std::string header = pending_.substr(0, end);
     pending_.erase(0, end + 4);
@@ -110,9 +112,7 @@ class Client {
       res.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
     }
     const std::size_t length = head ? 0 : std::stoul(res.headers.at("content-length"));
-    while (pending_.size() < length) {
-      if (!fill()) return std::nullopt;
-    }
+    while (pending_.size() < length) REQUIRE_MESSAGE(fill(), "response body cut short");
     res.body = pending_.substr(0, length);
     pending_.erase(0, length);
     return res;
@@ -155,76 +155,55 @@ TEST_CASE("GET /metrics serves the rendered text with the exposition content typ
   CHECK(s.endpoint().address().to_string() == "127.0.0.1");
   CHECK(s.endpoint().port() != 0);
   Client c(s.endpoint());
-  c.send(get("/metrics"));
-  const auto res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
-  CHECK(res->headers.at("content-type") == ringsync::metrics::kContentType);
-  CHECK(res->headers.at("content-length") == std::to_string(std::strlen(kBody)));
-  CHECK(res->body == kBody);
+  const auto res = c.request(get("/metrics"));
+  CHECK(res.status == 200);
+  CHECK(res.headers.at("content-type") == ringsync::metrics::kContentType);
+  CHECK(res.headers.at("content-length") == std::to_string(std::strlen(kBody)));
+  CHECK(res.body == kBody);
   CHECK(s.renders == 1);
 }
 
 TEST_CASE("HEAD /metrics sends the headers of GET and no body") {
   Server s;
   Client c(s.endpoint());
-  c.send("HEAD /metrics HTTP/1.1\r\nHost: test\r\n\r\n");
-  const auto head = c.read_response(/*head=*/true);
-  REQUIRE(head);
-  CHECK(head->status == 200);
-  CHECK(head->headers.at("content-type") == ringsync::metrics::kContentType);
-  CHECK(head->headers.at("content-length") == std::to_string(std::strlen(kBody)));
+  const auto head = c.request("HEAD /metrics HTTP/1.1\r\nHost: test\r\n\r\n", /*head=*/true);
+  CHECK(head.status == 200);
+  CHECK(head.headers.at("content-type") == ringsync::metrics::kContentType);
+  CHECK(head.headers.at("content-length") == std::to_string(std::strlen(kBody)));
   // No body bytes followed: the next response on the connection starts cleanly.
-  c.send(get("/healthz"));
-  const auto next = c.read_response();
-  REQUIRE(next);
-  CHECK(next->status == 200);
-  CHECK(next->body == "ok");
+  const auto next = c.request(get("/healthz"));
+  CHECK(next.status == 200);
+  CHECK(next.body == "ok");
 }
 
 TEST_CASE("index, health, query strings and unknown paths") {
   Server s;
   Client c(s.endpoint());
-  c.send(get("/"));
-  auto res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
-  CHECK(res->headers.at("content-type").rfind("text/html", 0) == 0);
-  CHECK(res->body.find("href=\"/metrics\"") != std::string::npos);
+  auto res = c.request(get("/"));
+  CHECK(res.status == 200);
+  CHECK(res.headers.at("content-type").rfind("text/html", 0) == 0);
+  CHECK(res.body.find("href=\"/metrics\"") != std::string::npos);
 
-  c.send(get("/metrics?name[]=ringsync_clients"));
-  res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
-  CHECK(res->body == kBody);
-
-  c.send(get("/metricsx"));
-  res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 404);
-  c.send(get("/healthz"));
-  res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
-  CHECK(res->body == "ok");
+  res = c.request(get("/metrics?name[]=ringsync_clients"));
+  CHECK(res.status == 200);
+  CHECK(res.body == kBody);
+  res = c.request(get("/metricsx"));
+  CHECK(res.status == 404);
+  res = c.request(get("/healthz"));
+  CHECK(res.status == 200);
+  CHECK(res.body == "ok");
 }
 
 TEST_CASE("methods other than GET and HEAD get 405 with Allow, and the connection stays usable") {
   Server s;
   Client c(s.endpoint());
-  c.send("POST /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello");
-  auto res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 405);
-  CHECK(res->headers.at("allow") == "GET, HEAD");
-  c.send("DELETE /healthz HTTP/1.1\r\nHost: test\r\n\r\n");
-  res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 405);
-  c.send(get("/metrics"));
-  res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  auto res = c.request("POST /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello");
+  CHECK(res.status == 405);
+  CHECK(res.headers.at("allow") == "GET, HEAD");
+  res = c.request("DELETE /healthz HTTP/1.1\r\nHost: test\r\n\r\n");
+  CHECK(res.status == 405);
+  res = c.request(get("/metrics"));
+  CHECK(res.status == 200);
   CHECK(s.renders == 1);
 }
 
@@ -232,31 +211,23 @@ TEST_CASE("keep-alive: several requests on one connection, pipelined too; close 
   Server s;
   Client c(s.endpoint());
   for (int i = 0; i < 2; ++i) {
-    c.send(get("/metrics"));
-    const auto res = c.read_response();
-    REQUIRE(res);
-    CHECK(res->status == 200);
-    CHECK(res->body == kBody);
+    const auto res = c.request(get("/metrics"));
+    CHECK(res.status == 200);
+    CHECK(res.body == kBody);
   }
   c.send(get("/metrics") + get("/healthz") + get("/metrics", "Connection: close\r\n"));
   const auto a = c.read_response();
   const auto b = c.read_response();
   const auto last = c.read_response();
-  REQUIRE(a);
-  REQUIRE(b);
-  REQUIRE(last);
-  CHECK(a->body == kBody);
-  CHECK(b->body == "ok");
-  CHECK(last->body == kBody);
-  CHECK(last->headers.at("connection") == "close");
+  CHECK(a.body == kBody);
+  CHECK(b.body == "ok");
+  CHECK(last.body == kBody);
+  CHECK(last.headers.at("connection") == "close");
   CHECK(c.closed_by_server());
   CHECK(s.renders == 4);
 
   Client old(s.endpoint());  // HTTP/1.0 without keep-alive: one response, then close
-  old.send("GET /healthz HTTP/1.0\r\n\r\n");
-  const auto res = old.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  CHECK(old.request("GET /healthz HTTP/1.0\r\n\r\n").status == 200);
   CHECK(old.closed_by_server());
 }
 
@@ -272,10 +243,7 @@ TEST_CASE("garbage gets 400 and a close; the server keeps serving") {
   for (const std::string& garbage : garbage_inputs) {
     CAPTURE(garbage);
     Client bad(s.endpoint());
-    bad.send(garbage);
-    const auto res = bad.read_response();
-    REQUIRE(res);
-    CHECK(res->status == 400);
+    CHECK(bad.request(garbage).status == 400);
     CHECK(bad.closed_by_server());
   }
   {
@@ -283,10 +251,7 @@ TEST_CASE("garbage gets 400 and a close; the server keeps serving") {
     rude.send("GET /met");
   }
   Client c(s.endpoint());
-  c.send(get("/metrics"));
-  const auto res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  CHECK(c.request(get("/metrics")).status == 200);
 }
 
 TEST_CASE("oversized requests are refused and closed") {
@@ -295,25 +260,17 @@ TEST_CASE("oversized requests are refused and closed") {
   Server s(options);
   {
     Client c(s.endpoint());
-    c.send(get("/metrics", "X-Filler: " + std::string(4000, 'a') + "\r\n"));
-    const auto res = c.read_response();
-    REQUIRE(res);
-    CHECK(res->status == 431);
+    CHECK(c.request(get("/metrics", "X-Filler: " + std::string(4000, 'a') + "\r\n")).status == 431);
     CHECK(c.closed_by_server());
   }
   {
     Client c(s.endpoint());
-    c.send("POST /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 20000\r\n\r\n" + std::string(20000, 'x'));
-    const auto res = c.read_response();
-    REQUIRE(res);
-    CHECK(res->status == 413);
+    const std::string post = "POST /metrics HTTP/1.1\r\nHost: test\r\nContent-Length: 20000\r\n\r\n";
+    CHECK(c.request(post + std::string(20000, 'x')).status == 413);
     CHECK(c.closed_by_server());
   }
   Client c(s.endpoint());
-  c.send(get("/metrics"));
-  const auto res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  CHECK(c.request(get("/metrics")).status == 200);
 }
 
 TEST_CASE("a client that sends nothing, or too little, is disconnected after the idle timeout") {
@@ -324,8 +281,7 @@ TEST_CASE("a client that sends nothing, or too little, is disconnected after the
   Client slow(s.endpoint());
   slow.send("GET /metrics HTTP/1.1\r\n");
   Client served(s.endpoint());  // idle after one response
-  served.send(get("/healthz"));
-  REQUIRE(served.read_response());
+  CHECK(served.request(get("/healthz")).status == 200);
 
   CHECK(silent.closed_by_server());
   CHECK(slow.closed_by_server());
@@ -333,18 +289,14 @@ TEST_CASE("a client that sends nothing, or too little, is disconnected after the
   CHECK(s.renders == 0);
 
   Client c(s.endpoint());
-  c.send(get("/metrics"));
-  const auto res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  CHECK(c.request(get("/metrics")).status == 200);
 }
 
 TEST_CASE("stop() closes the listener and open connections; calling it twice is fine") {
   Server s;
   const tcp::endpoint ep = s.endpoint();
   Client open(ep);
-  open.send(get("/healthz"));
-  REQUIRE(open.read_response());
+  CHECK(open.request(get("/healthz")).status == 200);
   s.stop();  // returns only once io.run() ran out of work: every coroutine ended
   CHECK(open.closed_by_server());
   s.server->stop();
@@ -358,14 +310,10 @@ TEST_CASE("connections beyond max_connections are closed at once") {
   options.max_connections = 1;
   Server s(options);
   Client first(s.endpoint());
-  first.send(get("/healthz"));
-  REQUIRE(first.read_response());
+  CHECK(first.request(get("/healthz")).status == 200);
   Client second(s.endpoint());
   CHECK(second.closed_by_server());
-  first.send(get("/metrics"));
-  const auto res = first.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  CHECK(first.request(get("/metrics")).status == 200);
 }
 
 TEST_CASE("a failing render function gives 500 and the server survives") {
@@ -375,16 +323,11 @@ TEST_CASE("a failing render function gives 500 and the server survives") {
     return kBody;
   });
   Client c(s.endpoint());
-  c.send(get("/metrics"));
-  auto res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 500);
-  CHECK(res->body.find("collector broke") != std::string::npos);
+  const auto res = c.request(get("/metrics"));
+  CHECK(res.status == 500);
+  CHECK(res.body.find("collector broke") != std::string::npos);
   fail = false;
-  c.send(get("/metrics"));
-  res = c.read_response();
-  REQUIRE(res);
-  CHECK(res->status == 200);
+  CHECK(c.request(get("/metrics")).status == 200);
 }
 
 TEST_CASE("IPv6 loopback in brackets, and host names") {
@@ -400,13 +343,11 @@ TEST_CASE("IPv6 loopback in brackets, and host names") {
     CHECK(server.status().message().find("cannot listen on [::1]:0") == 0);
     return;
   }
+  CHECK((*server)->endpoint().address().to_string() == "::1");
   std::thread t([&io] { io.run(); });
   {
     Client c((*server)->endpoint());
-    c.send(get("/metrics"));
-    const auto res = c.read_response();
-    REQUIRE(res);
-    CHECK(res->status == 200);
+    CHECK(c.request(get("/metrics")).body == kBody);
   }
   asio::post(io, [&] { (*server)->stop(); });
   t.join();

@@ -21,6 +21,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#if defined(__GNUC__)
+#define RINGSYNC_API __attribute__((visibility("default")))
+#else
+#define RINGSYNC_API
+#endif
+
+/* No call throws: in C++ every function is noexcept. */
+#ifdef __cplusplus
+#define RINGSYNC_NOEXCEPT noexcept
+#else
+#define RINGSYNC_NOEXCEPT
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,7 +41,8 @@ extern "C" {
 #define RINGSYNC_VERSION_MAJOR 0
 #define RINGSYNC_VERSION_MINOR 1
 
-/* The outcome of every call. RS_IN_PROGRESS is only returned by rs_test(). */
+/* The outcome of every call. RS_IN_PROGRESS is only returned by rs_test() and
+ * rs_wait_timeout(). */
 typedef enum {
   RS_SUCCESS = 0,
   RS_INVALID_ARGUMENT = 1, /* bad argument, unknown buffer, out-of-range rank... */
@@ -39,7 +53,7 @@ typedef enum {
   RS_OUT_OF_MEMORY = 6,    /* shared memory could not be allocated or mapped */
   RS_CLOSED = 7,           /* the connection to the daemon is closed */
   RS_INTERNAL = 8,         /* a bug: please report it with the message */
-  RS_IN_PROGRESS = 9       /* rs_test(): the request has not completed yet */
+  RS_IN_PROGRESS = 9       /* rs_test(), rs_wait_timeout(): not completed yet */
 } rs_status_t;
 
 typedef enum { RS_F32 = 0, RS_F64, RS_F16, RS_BF16, RS_I32, RS_I64, RS_U8 } rs_dtype_t;
@@ -48,7 +62,9 @@ typedef enum { RS_SUM = 0, RS_AVG, RS_MIN, RS_MAX, RS_PROD } rs_op_t;
 typedef struct rs_context rs_context_t; /* a connection to the daemon */
 typedef struct rs_request rs_request_t; /* an asynchronous collective */
 
-/* Connection parameters. Zero-initialise, then set what you need. */
+/* Connection parameters. Initialise with rs_config_init(), then set what you need
+ * (a zero-initialised config asks for local_rank 0). When neither the config nor
+ * the environment sets the rank and the size, the process is rank 0 of 1. */
 typedef struct {
   const char* socket_path; /* NULL: $RINGSYNC_SOCKET, else the daemon's default path */
   const char* job_id;      /* NULL: $RINGSYNC_JOB_ID, else "default" */
@@ -58,84 +74,98 @@ typedef struct {
 } rs_config_t;
 
 /* Fills *config with the defaults (NULL paths, ranks -1, timeout 0). */
-void rs_config_init(rs_config_t* config);
+RINGSYNC_API void rs_config_init(rs_config_t* config) RINGSYNC_NOEXCEPT;
 
 /* Human-readable name of a status ("success", "mismatch", ...). Never NULL. */
-const char* rs_status_string(rs_status_t status);
+RINGSYNC_API const char* rs_status_string(rs_status_t status) RINGSYNC_NOEXCEPT;
 
 /* The message of the last failed call on this thread ("" if none). Valid until the
  * next ringsync call on this thread. */
-const char* rs_last_error(void);
+RINGSYNC_API const char* rs_last_error(void) RINGSYNC_NOEXCEPT;
 
 /* Size in bytes of one element of dtype, 0 for an invalid dtype. */
-size_t rs_dtype_size(rs_dtype_t dtype);
+RINGSYNC_API size_t rs_dtype_size(rs_dtype_t dtype) RINGSYNC_NOEXCEPT;
 
-/* Connects to the daemon and joins the job as local_rank of local_size.
+/* Connects to the daemon and joins the job as local_rank of local_size. config may
+ * be NULL (everything from the environment and the defaults).
  * Fails with RS_INVALID_ARGUMENT if the rank is taken or the sizes disagree with
  * ranks already joined, RS_CLOSED if no daemon answers within the timeout. */
-rs_status_t rs_connect(const rs_config_t* config, rs_context_t** out);
+RINGSYNC_API rs_status_t rs_connect(const rs_config_t* config,
+                                    rs_context_t** out) RINGSYNC_NOEXCEPT;
 
-/* Closes the connection. Pending requests complete with RS_CLOSED; shared buffers
- * stay mapped until rs_free(); the daemon releases its side. ctx may be NULL. */
-void rs_disconnect(rs_context_t* ctx);
+/* Closes the connection and frees ctx. Pending requests complete with RS_CLOSED
+ * (their handles stay valid: wait on or free them as usual). Every buffer from
+ * rs_alloc() on ctx is unmapped: read results out first, and do not rs_free()
+ * them afterwards. The daemon releases its side. ctx may be NULL. */
+RINGSYNC_API void rs_disconnect(rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 
-int rs_local_rank(const rs_context_t* ctx);
-int rs_local_size(const rs_context_t* ctx);
+/* This process's local rank and the job's local size; -1 for a NULL ctx. */
+RINGSYNC_API int rs_local_rank(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
+RINGSYNC_API int rs_local_size(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 
 /* Allocates `bytes` of shared memory from the daemon, mapped into this process.
  * Collectives whose data lie inside such buffers cost zero copies. */
-rs_status_t rs_alloc(rs_context_t* ctx, size_t bytes, void** out);
+RINGSYNC_API rs_status_t rs_alloc(rs_context_t* ctx, size_t bytes, void** out) RINGSYNC_NOEXCEPT;
 
-/* Releases a buffer from rs_alloc(). It must not be used by a pending request. */
-rs_status_t rs_free(rs_context_t* ctx, void* ptr);
+/* Releases a buffer from rs_alloc() (ptr as rs_alloc() returned it; NULL does
+ * nothing). Fails with RS_INVALID_ARGUMENT while a pending request uses it. */
+RINGSYNC_API rs_status_t rs_free(rs_context_t* ctx, void* ptr) RINGSYNC_NOEXCEPT;
 
 /* Allreduce of `count` elements across the job's local ranks. Every rank's recvbuf
  * receives op(sendbuf of every rank). In place when sendbuf == recvbuf. RS_AVG
  * divides the sum by the number of ranks (integers: truncating division). */
-rs_status_t rs_allreduce_async(rs_context_t* ctx, const char* name, const void* sendbuf,
-                               void* recvbuf, size_t count, rs_dtype_t dtype, rs_op_t op,
-                               rs_request_t** request);
+RINGSYNC_API rs_status_t rs_allreduce_async(rs_context_t* ctx, const char* name,
+                                            const void* sendbuf, void* recvbuf, size_t count,
+                                            rs_dtype_t dtype, rs_op_t op,
+                                            rs_request_t** request) RINGSYNC_NOEXCEPT;
 
 /* Broadcast of `count` elements from local rank `root`: every rank's recvbuf receives
  * root's sendbuf. Only root's sendbuf is read (others may pass NULL). In place when
  * sendbuf == recvbuf on root. */
-rs_status_t rs_broadcast_async(rs_context_t* ctx, const char* name, const void* sendbuf,
-                               void* recvbuf, size_t count, rs_dtype_t dtype, int root,
-                               rs_request_t** request);
+RINGSYNC_API rs_status_t rs_broadcast_async(rs_context_t* ctx, const char* name,
+                                            const void* sendbuf, void* recvbuf, size_t count,
+                                            rs_dtype_t dtype, int root,
+                                            rs_request_t** request) RINGSYNC_NOEXCEPT;
 
 /* Allgather: each rank contributes `sendcount` elements; recvbuf (sendcount * size
  * elements) receives them in rank order. In place when
  * sendbuf == recvbuf + rank * sendcount * element size. */
-rs_status_t rs_allgather_async(rs_context_t* ctx, const char* name, const void* sendbuf,
-                               void* recvbuf, size_t sendcount, rs_dtype_t dtype,
-                               rs_request_t** request);
+RINGSYNC_API rs_status_t rs_allgather_async(rs_context_t* ctx, const char* name,
+                                            const void* sendbuf, void* recvbuf, size_t sendcount,
+                                            rs_dtype_t dtype,
+                                            rs_request_t** request) RINGSYNC_NOEXCEPT;
 
 /* Barrier: completes once every local rank has entered a barrier of this name. */
-rs_status_t rs_barrier_async(rs_context_t* ctx, const char* name, rs_request_t** request);
+RINGSYNC_API rs_status_t rs_barrier_async(rs_context_t* ctx, const char* name,
+                                          rs_request_t** request) RINGSYNC_NOEXCEPT;
 
 /* Blocks until the request completes and frees it. Returns the collective's status. */
-rs_status_t rs_wait(rs_request_t* request);
+RINGSYNC_API rs_status_t rs_wait(rs_request_t* request) RINGSYNC_NOEXCEPT;
 
 /* Like rs_wait() but gives up after timeout_ms, returning RS_IN_PROGRESS and keeping
  * the request (wait again, or rs_request_free()). timeout_ms < 0 waits forever. */
-rs_status_t rs_wait_timeout(rs_request_t* request, int timeout_ms);
+RINGSYNC_API rs_status_t rs_wait_timeout(rs_request_t* request, int timeout_ms) RINGSYNC_NOEXCEPT;
 
 /* Non-blocking: RS_IN_PROGRESS while pending; otherwise the final status, and the
  * request is freed. */
-rs_status_t rs_test(rs_request_t* request);
+RINGSYNC_API rs_status_t rs_test(rs_request_t* request) RINGSYNC_NOEXCEPT;
 
 /* Abandons a request without waiting; its buffers must not be reused until the daemon
- * has answered (wait on a later collective or barrier). request may be NULL. */
-void rs_request_free(rs_request_t* request);
+ * has answered (wait on a later collective or barrier). The result of a staged
+ * request (plain host memory) is discarded. request may be NULL. */
+RINGSYNC_API void rs_request_free(rs_request_t* request) RINGSYNC_NOEXCEPT;
 
 /* Blocking forms: submit, then rs_wait(). */
-rs_status_t rs_allreduce(rs_context_t* ctx, const char* name, const void* sendbuf,
-                         void* recvbuf, size_t count, rs_dtype_t dtype, rs_op_t op);
-rs_status_t rs_broadcast(rs_context_t* ctx, const char* name, const void* sendbuf,
-                         void* recvbuf, size_t count, rs_dtype_t dtype, int root);
-rs_status_t rs_allgather(rs_context_t* ctx, const char* name, const void* sendbuf,
-                         void* recvbuf, size_t sendcount, rs_dtype_t dtype);
-rs_status_t rs_barrier(rs_context_t* ctx, const char* name);
+RINGSYNC_API rs_status_t rs_allreduce(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                      void* recvbuf, size_t count, rs_dtype_t dtype,
+                                      rs_op_t op) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_broadcast(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                      void* recvbuf, size_t count, rs_dtype_t dtype,
+                                      int root) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_allgather(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                      void* recvbuf, size_t sendcount,
+                                      rs_dtype_t dtype) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_barrier(rs_context_t* ctx, const char* name) RINGSYNC_NOEXCEPT;
 
 #ifdef __cplusplus
 }
