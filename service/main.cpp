@@ -12,7 +12,7 @@
 
 int main(int argc, char** argv) {
   using namespace ringsync;
-  auto env = config::environment_snapshot();
+  auto env = service::daemon_environment();
   auto parsed = config::Config::parse(service::daemon_tunables(), argc, argv, env);
   if (!parsed.ok()) {
     std::cerr << "ringsyncd: " << parsed.status().message() << "\n"
