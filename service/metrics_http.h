@@ -44,7 +44,8 @@ class MetricsServer {
   // as a Status that says which address and what to change.
   //
   // The server lives on `io`, which must be run by a single thread; stop() and
-  // the destructor must be called from that thread (or while it is not running).
+  // the destructor must be called from that thread (or while it is not running),
+  // and before `io` is destroyed.
   static Result<std::unique_ptr<MetricsServer>> start(boost::asio::io_context& io, std::string_view address,
                                                       std::function<std::string()> render,
                                                       MetricsServerOptions options = {});

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -128,8 +129,6 @@ class Client {
       if (n < 0) return errno == ECONNRESET;
     }
   }
-
-  std::string_view unread() const { return pending_; }
 
  private:
   bool fill() {
