@@ -67,6 +67,7 @@ class Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() { return value(); }
+  const T& operator*() const { return value(); }
 
  private:
   std::variant<T, Status> v_;

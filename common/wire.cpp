@@ -139,6 +139,15 @@ Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderByt
 }
 
 Result<Message> decode(std::span<const std::uint8_t> body) {
+  // FlatBuffers reads 8-byte fields in place: give it an aligned copy when the
+  // caller's bytes are not (e.g. a body right after a 4-byte header).
+  std::vector<std::uint64_t> aligned;
+  if (reinterpret_cast<std::uintptr_t>(body.data()) % alignof(std::uint64_t) != 0) {
+    aligned.resize((body.size() + 7) / 8);
+    std::memcpy(aligned.data(), body.data(), body.size());
+    body = std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(aligned.data()),
+                                         body.size());
+  }
   flatbuffers::Verifier verifier(body.data(), body.size(), /*max_depth=*/16, /*max_tables=*/64);
   if (!fb::VerifyFrameBuffer(verifier))
     return Status::ProtocolError("frame failed FlatBuffers verification (" +

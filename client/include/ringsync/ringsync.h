@@ -9,8 +9,8 @@
  *
  * Buffers: data inside a buffer from rs_alloc() moves with zero copies between
  * trainer and daemon. Any other host pointer works too; it is staged through a
- * per-request shared buffer (one copy in before the collective, one copy out
- * when it completes).
+ * shared buffer that the request borrows from a per-connection pool (one copy in
+ * before the collective, one copy out before the request reports completion).
  *
  * Threads: one rs_context_t may be used from several threads at once. Waiting
  * blocks the calling thread without spinning.
@@ -103,7 +103,7 @@ RINGSYNC_API void rs_disconnect(rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 RINGSYNC_API int rs_local_rank(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 RINGSYNC_API int rs_local_size(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 
-/* Allocates `bytes` of shared memory from the daemon, mapped into this process.
+/* Allocates `bytes` (> 0) of shared memory from the daemon, mapped into this process.
  * Collectives whose data lie inside such buffers cost zero copies. */
 RINGSYNC_API rs_status_t rs_alloc(rs_context_t* ctx, size_t bytes, void** out) RINGSYNC_NOEXCEPT;
 

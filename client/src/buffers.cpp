@@ -1,0 +1,93 @@
+#include "client/src/buffers.h"
+
+#include <sstream>
+
+namespace ringsync::client {
+namespace {
+std::string address(std::uintptr_t p) {
+  std::ostringstream s;
+  s << "0x" << std::hex << p;
+  return s.str();
+}
+}  // namespace
+
+void* SharedBuffers::add(std::uint32_t buffer_id, shm::Region region, std::size_t bytes) {
+  void* base = region.data();
+  std::lock_guard lock(mu_);
+  const auto key = reinterpret_cast<std::uintptr_t>(base);
+  by_base_.emplace(key, Entry{buffer_id, std::move(region), bytes});
+  base_by_id_[buffer_id] = key;
+  return base;
+}
+
+std::map<std::uintptr_t, SharedBuffers::Entry>::const_iterator SharedBuffers::locate(
+    std::uintptr_t ptr) const {
+  auto it = by_base_.upper_bound(ptr);
+  if (it == by_base_.begin()) return by_base_.end();
+  --it;
+  if (ptr - it->first >= it->second.bytes) return by_base_.end();
+  return it;
+}
+
+Result<std::optional<wire::BufferRef>> SharedBuffers::find(const void* ptr,
+                                                           std::size_t bytes) const {
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  std::lock_guard lock(mu_);
+  auto it = locate(p);
+  if (it == by_base_.end()) return std::optional<wire::BufferRef>();
+  const std::size_t offset = p - it->first;
+  if (bytes > it->second.bytes - offset)
+    return Status::InvalidArgument(std::to_string(bytes) + " bytes at " + address(p) +
+                                   " run past the end of the shared buffer at " +
+                                   address(it->first) + " (" + std::to_string(it->second.bytes) +
+                                   " bytes); keep every tensor inside one buffer from rs_alloc()");
+  return std::optional<wire::BufferRef>(wire::BufferRef{it->second.buffer_id, offset});
+}
+
+void SharedBuffers::pin(std::uint32_t buffer_id) {
+  std::lock_guard lock(mu_);
+  auto id = base_by_id_.find(buffer_id);
+  if (id != base_by_id_.end()) ++by_base_.at(id->second).pending;
+}
+
+void SharedBuffers::unpin(std::uint32_t buffer_id) {
+  std::lock_guard lock(mu_);
+  auto id = base_by_id_.find(buffer_id);
+  if (id == base_by_id_.end()) return;
+  Entry& entry = by_base_.at(id->second);
+  if (entry.pending > 0) --entry.pending;
+}
+
+Result<std::uint32_t> SharedBuffers::remove(void* ptr) {
+  const auto p = reinterpret_cast<std::uintptr_t>(ptr);
+  shm::Region unmap_outside_lock;
+  std::uint32_t id = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = locate(p);
+    if (it == by_base_.end())
+      return Status::InvalidArgument(address(p) +
+                                     " is not a buffer from rs_alloc() on this context (or was "
+                                     "freed already)");
+    if (it->first != p)
+      return Status::InvalidArgument(address(p) + " points inside the shared buffer at " +
+                                     address(it->first) + "; pass the pointer rs_alloc() returned");
+    if (it->second.pending > 0)
+      return Status::InvalidArgument(
+          "the shared buffer at " + address(p) + " is used by " +
+          std::to_string(it->second.pending) +
+          " pending request(s); wait for them (rs_wait) before freeing it");
+    auto node = by_base_.extract(it);
+    id = node.mapped().buffer_id;
+    base_by_id_.erase(id);
+    unmap_outside_lock = std::move(node.mapped().region);
+  }
+  return id;
+}
+
+std::size_t SharedBuffers::size() const {
+  std::lock_guard lock(mu_);
+  return by_base_.size();
+}
+
+}  // namespace ringsync::client

@@ -1,0 +1,78 @@
+#include "client/src/collective_call.h"
+
+#include <cstring>
+#include <limits>
+
+namespace ringsync::client {
+namespace {
+
+constexpr std::size_t kMaxSize = std::numeric_limits<std::size_t>::max();
+
+std::string kind_name(const CollectiveCall& call) { return wire::collective_kind_name(call.kind); }
+
+}  // namespace
+
+bool reads_send(const CollectiveCall& call, int rank) {
+  switch (call.kind) {
+    case wire::CollectiveKind::kAllreduce:
+    case wire::CollectiveKind::kAllgather: return true;
+    case wire::CollectiveKind::kBroadcast: return rank == call.root;
+    case wire::CollectiveKind::kBarrier: return false;
+  }
+  return false;
+}
+
+Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
+  const std::string what = kind_name(call);
+  if (!call.name)
+    return Status::InvalidArgument(what +
+                                   ": the tensor name is NULL; pass the name every local "
+                                   "rank uses for this collective");
+  const std::size_t name_bytes = std::strlen(call.name);
+  if (name_bytes == 0)
+    return Status::InvalidArgument(what +
+                                   ": the tensor name is empty; pass the name every local "
+                                   "rank uses for this collective");
+  if (name_bytes > kMaxNameBytes)
+    return Status::InvalidArgument(what + ": the tensor name is " + std::to_string(name_bytes) +
+                                   " bytes long; the limit is " + std::to_string(kMaxNameBytes));
+  if (call.kind == wire::CollectiveKind::kBarrier) return CallBytes{};
+
+  if (call.dtype < 0 || call.dtype >= kNumDTypes)
+    return Status::InvalidArgument(what + " '" + call.name + "': unknown dtype " +
+                                   std::to_string(call.dtype) + "; use one of RS_F32..RS_U8");
+  if (call.kind == wire::CollectiveKind::kAllreduce && (call.op < 0 || call.op >= kNumReduceOps))
+    return Status::InvalidArgument(what + " '" + call.name + "': unknown reduce op " +
+                                   std::to_string(call.op) + "; use one of RS_SUM..RS_PROD");
+  if (call.kind == wire::CollectiveKind::kBroadcast && (call.root < 0 || call.root >= size))
+    return Status::InvalidArgument(
+        what + " '" + call.name + "': root " + std::to_string(call.root) +
+        " is not a local rank; ranks are 0.." + std::to_string(size - 1));
+
+  const std::size_t element = dtype_size(static_cast<DType>(call.dtype));
+  CallBytes bytes;
+  if (call.count > kMaxSize / element)
+    return Status::InvalidArgument(what + " '" + call.name + "': " + std::to_string(call.count) +
+                                   " elements of " + std::to_string(element) +
+                                   " bytes overflow the address space");
+  bytes.send = call.count * element;
+  bytes.recv = bytes.send;
+  if (call.kind == wire::CollectiveKind::kAllgather) {
+    if (bytes.send > kMaxSize / static_cast<std::size_t>(size))
+      return Status::InvalidArgument(what + " '" + call.name + "': " + std::to_string(call.count) +
+                                     " elements from each of " + std::to_string(size) +
+                                     " ranks overflow the address space");
+    bytes.recv = bytes.send * static_cast<std::size_t>(size);
+  }
+  if (bytes.send == 0) return bytes;
+
+  if (reads_send(call, rank) && !call.send)
+    return Status::InvalidArgument(what + " '" + call.name + "': sendbuf is NULL but count is " +
+                                   std::to_string(call.count));
+  if (!call.recv)
+    return Status::InvalidArgument(what + " '" + call.name + "': recvbuf is NULL but count is " +
+                                   std::to_string(call.count));
+  return bytes;
+}
+
+}  // namespace ringsync::client

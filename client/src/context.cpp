@@ -1,0 +1,327 @@
+#include "client/src/context.h"
+
+#include <unistd.h>
+
+#include "common/log.h"
+
+namespace ringsync::client {
+namespace {
+
+Status handshake_failure(const Status& why, const std::string& path) {
+  switch (why.code()) {
+    case StatusCode::kTimeout:
+      return Status::Closed(
+          "ringsyncd at " + path +
+          " accepted the connection but did not answer the hello: " + why.message());
+    case StatusCode::kClosed:
+      return Status::Closed("no answer to the hello: " + why.message() +
+                            "; check the daemon's log");
+    case StatusCode::kProtocolError:
+      return Status::ProtocolError(why.message() + "; is " + path +
+                                   " a ringsyncd socket of a compatible version?");
+    default: return why;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Context>> Context::connect(const Settings& settings) {
+  auto connection = Connection::open(settings.socket_path, settings.connect_timeout);
+  if (!connection.ok()) return connection.status();
+  Connection& conn = **connection;
+
+  wire::Hello hello;
+  hello.job_id = settings.job_id;
+  hello.local_rank = static_cast<std::uint32_t>(settings.local_rank);
+  hello.local_size = static_cast<std::uint32_t>(settings.local_size);
+  hello.pid = static_cast<std::int32_t>(getpid());
+  if (Status s = conn.send(hello); !s.ok()) return handshake_failure(s, settings.socket_path);
+
+  auto answer = conn.receive(static_cast<int>(settings.connect_timeout.count()));
+  if (!answer.ok()) return handshake_failure(answer.status(), settings.socket_path);
+  const auto* reply = std::get_if<wire::HelloReply>(&*answer);
+  if (!reply)
+    return Status::ProtocolError("ringsyncd at " + settings.socket_path +
+                                 " answered the hello with another message; is it a ringsyncd "
+                                 "socket of a compatible version?");
+  if (!reply->status.ok()) return reply->status;
+  if (reply->protocol_version != wire::kProtocolVersion)
+    return Status::ProtocolError(
+        "ringsyncd at " + settings.socket_path + " speaks protocol version " +
+        std::to_string(reply->protocol_version) + ", this library speaks " +
+        std::to_string(wire::kProtocolVersion) + "; use a client library matching the daemon");
+
+  RS_LOG(debug, "client") << "rank " << settings.local_rank << "/" << settings.local_size
+                          << " of job '" << settings.job_id << "' connected to ringsyncd "
+                          << reply->daemon_version << " at " << settings.socket_path;
+  return std::unique_ptr<Context>(
+      new Context(settings, std::move(*connection), reply->daemon_version));
+}
+
+Context::Context(Settings settings, std::unique_ptr<Connection> connection,
+                 std::string daemon_version)
+    : settings_(std::move(settings)),
+      connection_(std::move(connection)),
+      daemon_version_(std::move(daemon_version)) {
+  receiver_ = std::thread([this] { receive_loop(); });
+}
+
+Context::~Context() {
+  {
+    std::lock_guard lock(mu_);
+    if (!closed_) closed_ = Status::Closed("the connection was closed by rs_disconnect()");
+  }
+  connection_->shutdown();
+  receiver_.join();
+}
+
+// ---- buffers ----------------------------------------------------------------
+
+Result<Context::IssuedBuffer> Context::allocate_buffer(std::size_t bytes) {
+  const std::uint64_t id = next_request_id_++;
+  auto wait = std::make_shared<PendingAlloc>();
+  wait->bytes = bytes;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return *closed_;
+    pending_.emplace(id, wait);
+  }
+  if (Status s = connection_->send(wire::AllocBuffer{id, bytes}); !s.ok()) fail_connection(s);
+  std::unique_lock lock(mu_);
+  alloc_cv_.wait(lock, [&] { return wait->done; });
+  return std::move(*wait->result);
+}
+
+Result<void*> Context::alloc(std::size_t bytes) {
+  if (bytes == 0)
+    return Status::InvalidArgument("rs_alloc: 0 bytes requested; ask for at least one byte");
+  auto issued = allocate_buffer(bytes);
+  if (!issued.ok()) return issued.status();
+  return buffers_.add(issued->buffer_id, std::move(issued->memory), bytes);
+}
+
+Status Context::free(void* ptr) {
+  auto id = buffers_.remove(ptr);
+  if (!id.ok()) return id.status();
+  send_free(*id);
+  return Status::Ok();
+}
+
+void Context::send_free(std::uint32_t buffer_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;  // the daemon releases everything of a closed connection
+  }
+  if (Status s = connection_->send(wire::FreeBuffer{buffer_id}); !s.ok()) fail_connection(s);
+}
+
+Result<StagingBuffer> Context::acquire_staging(std::size_t bytes) {
+  const auto size_class = StagingPool::size_class(bytes);
+  if (!size_class)
+    return Status::OutOfMemory("cannot stage " + std::to_string(bytes) +
+                               " bytes; use a buffer from rs_alloc() instead");
+  if (auto idle = pool_.take(*size_class)) return std::move(*idle);
+  auto issued = allocate_buffer(*size_class);
+  if (!issued.ok()) return issued.status();
+  return StagingBuffer{issued->buffer_id, *size_class, std::move(issued->memory)};
+}
+
+void Context::release(PendingCollective& pending) {
+  for (std::uint32_t id : pending.pinned) buffers_.unpin(id);
+  pending.pinned.clear();
+  if (!pending.staging) return;
+  auto surplus = pool_.give_back(std::move(*pending.staging));
+  pending.staging.reset();
+  if (surplus) send_free(surplus->buffer_id);
+}
+
+// ---- collectives ------------------------------------------------------------
+
+Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call) {
+  auto bytes = validate(call, local_rank(), local_size());
+  if (!bytes.ok()) return bytes.status();
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return *closed_;
+  }
+  auto placement = place(call, *bytes, local_rank(),
+                         [this](const void* p, std::size_t n) { return buffers_.find(p, n); });
+  if (!placement.ok()) return placement.status();
+
+  PendingCollective pending;
+  pending.placement = std::move(*placement);
+  const Placement& where = pending.placement;
+  if (where.staging_bytes > 0) {
+    auto staging = acquire_staging(where.staging_bytes);
+    if (!staging.ok()) return staging.status();
+    pending.staging = std::move(*staging);
+  }
+  const std::uint32_t staging_id = pending.staging ? pending.staging->buffer_id : 0;
+  apply_copy_in(where, pending.staging ? pending.staging->region.data() : nullptr);
+
+  wire::Collective message;
+  message.request_id = next_request_id_++;
+  message.kind = call.kind;
+  message.name = call.name;
+  message.dtype = static_cast<DType>(call.kind == wire::CollectiveKind::kBarrier ? 0 : call.dtype);
+  message.op = static_cast<ReduceOp>(call.kind == wire::CollectiveKind::kAllreduce ? call.op : 0);
+  message.count = call.count;
+  message.root =
+      static_cast<std::uint32_t>(call.kind == wire::CollectiveKind::kBroadcast ? call.root : 0);
+  message.send = buffer_ref(where.send, staging_id);
+  message.recv = buffer_ref(where.recv, staging_id);
+  message.staged = where.staged();
+
+  for (const Location* l : {&where.send, &where.recv}) {
+    if (l->where != Location::Where::kShared) continue;
+    const std::uint32_t id = l->shared.buffer_id;
+    if (!pending.pinned.empty() && pending.pinned.front() == id) continue;  // in place
+    buffers_.pin(id);
+    pending.pinned.push_back(id);
+  }
+  pending.state = std::make_shared<RequestState>(message.request_id);
+  auto state = pending.state;
+  {
+    std::unique_lock lock(mu_);
+    if (closed_) {
+      Status why = *closed_;
+      lock.unlock();
+      release(pending);
+      return why;
+    }
+    pending_.emplace(message.request_id, std::move(pending));
+  }
+  // On failure the connection is dead and the receiver completes the request.
+  if (Status s = connection_->send(message); !s.ok()) fail_connection(s);
+  return state;
+}
+
+// ---- receiver ---------------------------------------------------------------
+
+void Context::receive_loop() {
+  Status why;
+  try {
+    for (;;) {
+      auto message = connection_->receive();
+      if (!message.ok()) {
+        why = message.status();
+        break;
+      }
+      if (Status s = dispatch(*message); !s.ok()) {
+        RS_LOG(warn, "client") << "closing the connection to " << settings_.socket_path << ": "
+                               << s.to_string();
+        why = s;
+        connection_->shutdown();
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    why = Status::Internal(std::string("the client's receiver thread failed: ") + e.what());
+    connection_->shutdown();
+  }
+  finish(why);
+}
+
+Status Context::dispatch(wire::Message& message) {
+  if (const auto* reply = std::get_if<wire::AllocReply>(&message)) return on_alloc_reply(*reply);
+  if (const auto* done = std::get_if<wire::Completion>(&message)) return on_completion(*done);
+  return Status::ProtocolError("ringsyncd sent a message a client never expects (type index " +
+                               std::to_string(message.index()) + ")");
+}
+
+Status Context::on_alloc_reply(const wire::AllocReply& reply) {
+  std::shared_ptr<PendingAlloc> wait;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(reply.request_id);
+    if (it == pending_.end() || !std::holds_alternative<std::shared_ptr<PendingAlloc>>(it->second))
+      return Status::ProtocolError("ringsyncd answered an allocation " +
+                                   std::to_string(reply.request_id) + " that was never requested");
+    wait = std::get<std::shared_ptr<PendingAlloc>>(it->second);
+  }
+  std::optional<Result<IssuedBuffer>> result;
+  if (!reply.status.ok()) {
+    result = reply.status;
+  } else {
+    const int fd = connection_->take_fd();
+    if (fd < 0)
+      return Status::ProtocolError("ringsyncd granted buffer " + std::to_string(reply.buffer_id) +
+                                   " without passing its memory (no file descriptor)");
+    if (reply.buffer_id == 0 || reply.bytes < wait->bytes) {
+      close(fd);
+      return Status::ProtocolError("ringsyncd granted buffer " + std::to_string(reply.buffer_id) +
+                                   " of " + std::to_string(reply.bytes) +
+                                   " bytes for a request of " + std::to_string(wait->bytes) +
+                                   " bytes");
+    }
+    auto memory = shm::Region::map(fd, reply.bytes);
+    if (memory.ok()) {
+      result = IssuedBuffer{reply.buffer_id, std::move(*memory)};
+    } else {
+      result = memory.status();
+      send_free(reply.buffer_id);
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    pending_.erase(reply.request_id);
+    wait->result = std::move(result);
+    wait->done = true;
+  }
+  alloc_cv_.notify_all();
+  return Status::Ok();
+}
+
+Status Context::on_completion(const wire::Completion& completion) {
+  PendingCollective pending;
+  {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(completion.request_id);
+    if (it == pending_.end() || !std::holds_alternative<PendingCollective>(it->second))
+      return Status::ProtocolError("ringsyncd completed a collective " +
+                                   std::to_string(completion.request_id) +
+                                   " that was never submitted");
+    pending = std::move(std::get<PendingCollective>(it->second));
+    pending_.erase(it);
+  }
+  // The result is out and the buffers are released before a waiter wakes: it may
+  // free a buffer or reuse the staging buffer right away.
+  pending.state->complete(completion.status, [&](bool deliver) {
+    if (deliver && pending.staging)
+      apply_copy_out(pending.placement, pending.staging->region.data());
+    release(pending);
+  });
+  return Status::Ok();
+}
+
+void Context::fail_connection(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closed_) closed_ = why;
+  }
+  connection_->shutdown();
+}
+
+void Context::finish(const Status& why) {
+  std::unordered_map<std::uint64_t, Pending> orphans;
+  Status reason;
+  {
+    std::lock_guard lock(mu_);
+    if (!closed_) closed_ = why;
+    reason = *closed_;
+    orphans.swap(pending_);
+    for (auto& [id, pending] : orphans) {
+      if (auto* wait = std::get_if<std::shared_ptr<PendingAlloc>>(&pending)) {
+        (*wait)->result = reason;
+        (*wait)->done = true;
+      }
+    }
+  }
+  alloc_cv_.notify_all();
+  for (auto& [id, pending] : orphans) {
+    if (auto* collective = std::get_if<PendingCollective>(&pending))
+      collective->state->complete(reason, [&](bool) { release(*collective); });
+  }
+}
+
+}  // namespace ringsync::client

@@ -1,0 +1,130 @@
+#include "client/src/env.h"
+
+#include <sys/un.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+namespace ringsync::client {
+namespace {
+
+constexpr const char* kSocketEnv = "RINGSYNC_SOCKET";
+constexpr const char* kJobEnv = "RINGSYNC_JOB_ID";
+constexpr const char* kRankEnv = "RINGSYNC_LOCAL_RANK";
+constexpr const char* kSizeEnv = "RINGSYNC_LOCAL_SIZE";
+constexpr const char* kRuntimeDirEnv = "XDG_RUNTIME_DIR";
+
+// The variable's value when it is set and not empty.
+std::optional<std::string> lookup(const Environment& env, const char* name) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+// A rank or size from the environment: a decimal integer in [minimum, INT_MAX].
+Result<int> parse_count(const char* name, const std::string& text, int minimum) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || value < minimum)
+    return Status::InvalidArgument(std::string(name) + "='" + text +
+                                   "' is not an integer >= " + std::to_string(minimum));
+  return value;
+}
+
+// Rank from the config (>= 0) or the environment; nullopt when neither sets it.
+Result<std::optional<int>> resolve_rank(const rs_config_t* config, const Environment& env) {
+  if (config && config->local_rank >= 0) return std::optional<int>(config->local_rank);
+  if (config && config->local_rank != -1)
+    return Status::InvalidArgument("config.local_rank is " + std::to_string(config->local_rank) +
+                                   "; use a rank >= 0, or -1 to read " + kRankEnv);
+  auto text = lookup(env, kRankEnv);
+  if (!text) return std::optional<int>();
+  auto rank = parse_count(kRankEnv, *text, 0);
+  if (!rank.ok()) return rank.status();
+  return std::optional<int>(*rank);
+}
+
+// Size from the config (> 0) or the environment; nullopt when neither sets it.
+Result<std::optional<int>> resolve_size(const rs_config_t* config, const Environment& env) {
+  if (config && config->local_size > 0) return std::optional<int>(config->local_size);
+  if (config && config->local_size < -1)
+    return Status::InvalidArgument("config.local_size is " + std::to_string(config->local_size) +
+                                   "; use a size >= 1, or 0 or -1 to read " + kSizeEnv);
+  auto text = lookup(env, kSizeEnv);
+  if (!text) return std::optional<int>();
+  auto size = parse_count(kSizeEnv, *text, 1);
+  if (!size.ok()) return size.status();
+  return std::optional<int>(*size);
+}
+
+}  // namespace
+
+Environment process_environment() {
+  Environment env;
+  for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kRuntimeDirEnv}) {
+    if (const char* value = std::getenv(name)) env[name] = value;
+  }
+  return env;
+}
+
+std::string default_socket_path(const Environment& env, uid_t uid) {
+  if (auto dir = lookup(env, kRuntimeDirEnv)) return *dir + "/ringsync/ringsyncd.sock";
+  if (uid == 0) return "/run/ringsync/ringsyncd.sock";
+  return "/tmp/ringsync-" + std::to_string(uid) + "/ringsyncd.sock";
+}
+
+Result<Settings> resolve_settings(const rs_config_t* config, const Environment& env, uid_t uid) {
+  Settings s;
+
+  if (config && config->socket_path && config->socket_path[0] != '\0') {
+    s.socket_path = config->socket_path;
+  } else if (auto path = lookup(env, kSocketEnv)) {
+    s.socket_path = *path;
+  } else {
+    s.socket_path = default_socket_path(env, uid);
+  }
+  if (s.socket_path.size() >= sizeof(sockaddr_un{}.sun_path))
+    return Status::InvalidArgument("socket path '" + s.socket_path + "' is " +
+                                   std::to_string(s.socket_path.size()) +
+                                   " bytes; Unix socket paths must be shorter than " +
+                                   std::to_string(sizeof(sockaddr_un{}.sun_path)) + " bytes");
+
+  if (config && config->job_id && config->job_id[0] != '\0') {
+    s.job_id = config->job_id;
+  } else {
+    s.job_id = lookup(env, kJobEnv).value_or("default");
+  }
+
+  auto rank = resolve_rank(config, env);
+  if (!rank.ok()) return rank.status();
+  auto size = resolve_size(config, env);
+  if (!size.ok()) return size.status();
+  if (rank->has_value() != size->has_value()) {
+    if (!rank->has_value())
+      return Status::InvalidArgument("the local size is " + std::to_string(**size) +
+                                     " but the local rank is not set; set config.local_rank or " +
+                                     kRankEnv);
+    return Status::InvalidArgument("the local rank is " + std::to_string(**rank) +
+                                   " but the local size is not set; set config.local_size or " +
+                                   kSizeEnv);
+  }
+  s.local_rank = rank->value_or(0);
+  s.local_size = size->value_or(1);
+  if (s.local_rank >= s.local_size)
+    return Status::InvalidArgument(
+        "local rank " + std::to_string(s.local_rank) + " is out of range for local size " +
+        std::to_string(s.local_size) + "; ranks are 0.." + std::to_string(s.local_size - 1));
+
+  if (config && config->connect_timeout_ms < 0)
+    return Status::InvalidArgument("config.connect_timeout_ms is " +
+                                   std::to_string(config->connect_timeout_ms) +
+                                   "; use a positive number of milliseconds, or 0 for the default");
+  if (config && config->connect_timeout_ms > 0)
+    s.connect_timeout = std::chrono::milliseconds(config->connect_timeout_ms);
+  return s;
+}
+
+}  // namespace ringsync::client

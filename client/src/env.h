@@ -1,0 +1,42 @@
+// Connection settings: rs_config_t fields, else RINGSYNC_* environment
+// variables, else defaults. Resolved once per rs_connect().
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+#include "ringsync/ringsync.h"
+
+namespace ringsync::client {
+
+// The environment variables the client reads, by name.
+using Environment = std::map<std::string, std::string>;
+
+inline constexpr int kDefaultConnectTimeoutMs = 10000;
+
+struct Settings {
+  std::string socket_path;
+  std::string job_id;
+  int local_rank = 0;
+  int local_size = 1;
+  std::chrono::milliseconds connect_timeout{kDefaultConnectTimeoutMs};
+};
+
+// RINGSYNC_SOCKET, RINGSYNC_JOB_ID, RINGSYNC_LOCAL_RANK, RINGSYNC_LOCAL_SIZE and
+// XDG_RUNTIME_DIR from the process environment (the ones that are set).
+Environment process_environment();
+
+// Where the daemon listens by default: $XDG_RUNTIME_DIR/ringsync/ringsyncd.sock,
+// else /run/ringsync/ringsyncd.sock for root, else /tmp/ringsync-<uid>/ringsyncd.sock.
+std::string default_socket_path(const Environment& env, uid_t uid);
+
+// Fills the unset fields of `config` (NULL: all of them) from `env` and the
+// defaults. Without any rank or size anywhere the process is rank 0 of 1.
+// Errors (invalid argument) name the field or variable and say how to fix it.
+Result<Settings> resolve_settings(const rs_config_t* config, const Environment& env, uid_t uid);
+
+}  // namespace ringsync::client

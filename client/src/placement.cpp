@@ -1,0 +1,97 @@
+#include "client/src/placement.h"
+
+#include <cstring>
+
+namespace ringsync::client {
+namespace {
+
+Location shared_at(const wire::BufferRef& ref, void* ptr, std::size_t advance) {
+  Location l;
+  l.where = Location::Where::kShared;
+  l.shared = wire::BufferRef{ref.buffer_id, ref.offset + advance};
+  l.ptr = static_cast<std::byte*>(ptr) + advance;
+  return l;
+}
+
+Location staging_at(std::uint64_t offset) {
+  Location l;
+  l.where = Location::Where::kStaging;
+  l.staging_offset = offset;
+  return l;
+}
+
+}  // namespace
+
+Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int rank,
+                        const FindShared& find) {
+  Placement p;
+  if (bytes.recv == 0) return p;  // barrier or zero elements: no buffers at all
+
+  const bool has_send = reads_send(call, rank);
+  auto recv_ref = find(call.recv, bytes.recv);
+  if (!recv_ref.ok()) return recv_ref.status();
+  std::optional<wire::BufferRef> send_ref;
+  if (has_send) {
+    auto found = find(call.send, bytes.send);
+    if (!found.ok()) return found.status();
+    send_ref = *found;
+  }
+  // Where this rank's own contribution sits inside the result: its slot for
+  // allgather, the whole buffer otherwise. Data copied in goes there, so that the
+  // collective runs in place.
+  const std::size_t slot = call.kind == wire::CollectiveKind::kAllgather
+                               ? static_cast<std::size_t>(rank) * bytes.send
+                               : 0;
+  const auto* send_bytes = static_cast<const std::byte*>(call.send);
+
+  if (*recv_ref) {
+    p.recv = shared_at(**recv_ref, call.recv, 0);
+    if (!has_send) return p;
+    if (send_ref) {
+      p.send = shared_at(*send_ref, const_cast<void*>(call.send), 0);
+    } else {
+      p.send = shared_at(**recv_ref, call.recv, slot);
+      p.copy_in = CopyIn{send_bytes, p.send, bytes.send};
+    }
+    return p;
+  }
+
+  p.staging_bytes = bytes.recv;
+  p.recv = staging_at(0);
+  // A root broadcasting in place already holds the result.
+  const bool result_in_place =
+      call.kind == wire::CollectiveKind::kBroadcast && has_send && call.send == call.recv;
+  if (!result_in_place) p.copy_out = CopyOut{0, static_cast<std::byte*>(call.recv), bytes.recv};
+  if (!has_send) return p;
+  if (send_ref) {
+    p.send = shared_at(*send_ref, const_cast<void*>(call.send), 0);
+  } else {
+    p.send = staging_at(slot);
+    p.copy_in = CopyIn{send_bytes, p.send, bytes.send};
+  }
+  return p;
+}
+
+wire::BufferRef buffer_ref(const Location& where, std::uint32_t staging_id) {
+  switch (where.where) {
+    case Location::Where::kNone: return {};
+    case Location::Where::kShared: return where.shared;
+    case Location::Where::kStaging: return {staging_id, where.staging_offset};
+  }
+  return {};
+}
+
+void apply_copy_in(const Placement& placement, std::byte* staging) {
+  if (!placement.copy_in) return;
+  const CopyIn& c = *placement.copy_in;
+  std::byte* to = c.to.where == Location::Where::kShared ? c.to.ptr : staging + c.to.staging_offset;
+  if (to != c.from) std::memmove(to, c.from, c.bytes);
+}
+
+void apply_copy_out(const Placement& placement, const std::byte* staging) {
+  if (!placement.copy_out) return;
+  const CopyOut& c = *placement.copy_out;
+  std::memcpy(c.to, staging + c.staging_offset, c.bytes);
+}
+
+}  // namespace ringsync::client

@@ -1,0 +1,49 @@
+// The completion state of one submitted collective, shared by the context that
+// completes it and the rs_request_t handle that waits for it. It outlives the
+// context: a handle can still be waited on after rs_disconnect().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+
+#include "common/status.h"
+
+namespace ringsync::client {
+
+class RequestState {
+ public:
+  explicit RequestState(std::uint64_t request_id) : request_id_(request_id) {}
+
+  std::uint64_t request_id() const { return request_id_; }
+
+  // Blocks until complete, or until `timeout` passes when one is given (no
+  // spinning). The final status, or nullopt on timeout.
+  std::optional<Status> wait(std::optional<std::chrono::milliseconds> timeout);
+
+  // The final status if complete, else nullopt; never blocks.
+  std::optional<Status> test();
+
+  // The handle is gone: nobody reads the result, so complete() skips delivery.
+  // Once this returns, delivery is over or will never start.
+  void abandon();
+
+  // Completes the request: runs `finish(deliver)` and then marks it done, so a
+  // waiter that wakes sees everything `finish` did. `deliver` is true when the
+  // status is ok and the request was not abandoned: then the result should be
+  // copied out. Later calls are ignored.
+  void complete(Status status, const std::function<void(bool deliver)>& finish);
+
+ private:
+  const std::uint64_t request_id_;
+  std::mutex mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  bool abandoned_ = false;
+  Status status_;
+};
+
+}  // namespace ringsync::client

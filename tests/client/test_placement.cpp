@@ -1,0 +1,202 @@
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "client/src/placement.h"
+#include "ringsync/ringsync.h"
+
+using ringsync::Result;
+using ringsync::Status;
+using ringsync::client::CollectiveCall;
+using ringsync::client::Location;
+using ringsync::client::Placement;
+using ringsync::wire::BufferRef;
+using ringsync::wire::CollectiveKind;
+using Where = Location::Where;
+
+namespace {
+
+// One pretend shared buffer (id 9); everything else is plain memory.
+struct World {
+  std::vector<std::int32_t> shared = std::vector<std::int32_t>(64, 0);
+  std::vector<std::int32_t> plain = std::vector<std::int32_t>(64, 0);
+  std::vector<std::int32_t> other = std::vector<std::int32_t>(64, 0);
+
+  Result<std::optional<BufferRef>> find(const void* p, std::size_t bytes) const {
+    const auto* base = reinterpret_cast<const std::byte*>(shared.data());
+    const auto* b = static_cast<const std::byte*>(p);
+    const std::size_t size = shared.size() * sizeof(std::int32_t);
+    if (b < base || b >= base + size) return std::optional<BufferRef>();
+    const auto offset = static_cast<std::size_t>(b - base);
+    if (bytes > size - offset) return Status::InvalidArgument("runs past the end");
+    return std::optional<BufferRef>(BufferRef{9, offset});
+  }
+
+  Placement place(CollectiveKind kind, const void* send, void* recv, std::size_t count, int rank,
+                  int size, int root = 0) const {
+    CollectiveCall c;
+    c.kind = kind;
+    c.name = "t";
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.dtype = RS_I32;
+    c.root = root;
+    auto bytes = ringsync::client::validate(c, rank, size);
+    REQUIRE(bytes.ok());
+    auto p = ringsync::client::place(c, *bytes, rank,
+                                     [this](const void* q, std::size_t n) { return find(q, n); });
+    REQUIRE(p.ok());
+    return std::move(*p);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("shared send and recv go straight to the daemon") {
+  World w;
+  auto p = w.place(CollectiveKind::kAllreduce, w.shared.data(), w.shared.data() + 16, 8, 0, 2);
+  CHECK(p.send.where == Where::kShared);
+  CHECK(p.send.shared.buffer_id == 9);
+  CHECK(p.send.shared.offset == 0);
+  CHECK(p.recv.where == Where::kShared);
+  CHECK(p.recv.shared.offset == 64);
+  CHECK(p.staging_bytes == 0);
+  CHECK_FALSE(p.staged());
+}
+
+TEST_CASE("plain memory is staged in place: one buffer, copied in and out") {
+  World w;
+  for (int i = 0; i < 8; ++i) w.plain[i] = i + 1;
+  auto p = w.place(CollectiveKind::kAllreduce, w.plain.data(), w.other.data(), 8, 0, 2);
+  CHECK(p.staging_bytes == 32);
+  CHECK(p.send.where == Where::kStaging);
+  CHECK(p.recv.where == Where::kStaging);
+  CHECK(p.send.staging_offset == 0);
+  CHECK(p.recv.staging_offset == 0);
+  CHECK(ringsync::client::buffer_ref(p.send, 5).buffer_id == 5);
+
+  std::vector<std::int32_t> staging(8, 0);
+  auto* s = reinterpret_cast<std::byte*>(staging.data());
+  ringsync::client::apply_copy_in(p, s);
+  CHECK(staging[7] == 8);
+  for (auto& v : staging) v *= 10;  // what the daemon would write
+  ringsync::client::apply_copy_out(p, s);
+  CHECK(w.other[0] == 10);
+  CHECK(w.other[7] == 80);
+  CHECK(w.plain[7] == 8);  // sendbuf untouched
+}
+
+TEST_CASE("a plain sendbuf with a shared recvbuf is copied into recvbuf and runs in place") {
+  World w;
+  for (int i = 0; i < 4; ++i) w.plain[i] = 7 * i;
+  auto p = w.place(CollectiveKind::kAllreduce, w.plain.data(), w.shared.data() + 4, 4, 0, 2);
+  CHECK(p.staging_bytes == 0);
+  CHECK(p.send.where == Where::kShared);
+  CHECK(p.send.shared.offset == 16);
+  CHECK(p.recv.shared.offset == 16);
+  ringsync::client::apply_copy_in(p, nullptr);
+  CHECK(w.shared[4 + 3] == 21);
+  CHECK_FALSE(p.copy_out.has_value());
+  CHECK(p.staged());
+}
+
+TEST_CASE("a shared sendbuf with a plain recvbuf stages only the result") {
+  World w;
+  auto p = w.place(CollectiveKind::kAllreduce, w.shared.data(), w.plain.data(), 4, 0, 2);
+  CHECK(p.send.where == Where::kShared);
+  CHECK(p.recv.where == Where::kStaging);
+  CHECK(p.staging_bytes == 16);
+  CHECK_FALSE(p.copy_in.has_value());
+  REQUIRE(p.copy_out.has_value());
+  CHECK(p.copy_out->bytes == 16);
+}
+
+TEST_CASE("allgather in place stays in place: the slot of this rank") {
+  World w;
+  const int rank = 2, size = 3, n = 4;
+  SUBCASE("shared") {
+    auto p = w.place(CollectiveKind::kAllgather, w.shared.data() + rank * n, w.shared.data(), n,
+                     rank, size);
+    CHECK(p.send.shared.offset == rank * n * 4);
+    CHECK(p.recv.shared.offset == 0);
+    CHECK_FALSE(p.staged());
+  }
+  SUBCASE("plain") {
+    for (int i = 0; i < n; ++i) w.plain[rank * n + i] = 100 + i;
+    auto p = w.place(CollectiveKind::kAllgather, w.plain.data() + rank * n, w.plain.data(), n, rank,
+                     size);
+    CHECK(p.staging_bytes == static_cast<std::size_t>(size * n * 4));
+    CHECK(p.send.where == Where::kStaging);
+    CHECK(p.send.staging_offset == static_cast<std::uint64_t>(rank * n * 4));
+    CHECK(p.recv.staging_offset == 0);
+    std::vector<std::int32_t> staging(size * n, -1);
+    auto* s = reinterpret_cast<std::byte*>(staging.data());
+    ringsync::client::apply_copy_in(p, s);
+    CHECK(staging[rank * n + 3] == 103);
+    CHECK(staging[0] == -1);
+    for (int j = 0; j < rank * n; ++j) staging[j] = j;  // the other ranks' slots
+    ringsync::client::apply_copy_out(p, s);
+    CHECK(w.plain[0] == 0);
+    CHECK(w.plain[5] == 5);
+    CHECK(w.plain[rank * n] == 100);
+  }
+  SUBCASE("plain send into shared recv copies into the slot") {
+    for (int i = 0; i < n; ++i) w.plain[i] = 50 + i;
+    auto p = w.place(CollectiveKind::kAllgather, w.plain.data(), w.shared.data(), n, rank, size);
+    CHECK(p.send.where == Where::kShared);
+    CHECK(p.send.shared.offset == rank * n * 4);
+    ringsync::client::apply_copy_in(p, nullptr);
+    CHECK(w.shared[rank * n + 1] == 51);
+  }
+}
+
+TEST_CASE("broadcast: only the root sends; a root in place needs no copy-out") {
+  World w;
+  auto leaf = w.place(CollectiveKind::kBroadcast, nullptr, w.plain.data(), 4, 1, 3, 0);
+  CHECK(leaf.send.where == Where::kNone);
+  CHECK(ringsync::client::buffer_ref(leaf.send, 5).buffer_id == 0);
+  CHECK(leaf.recv.where == Where::kStaging);
+  CHECK(leaf.copy_out.has_value());
+  CHECK_FALSE(leaf.copy_in.has_value());
+
+  auto root = w.place(CollectiveKind::kBroadcast, w.plain.data(), w.plain.data(), 4, 0, 3, 0);
+  CHECK(root.send.where == Where::kStaging);
+  CHECK(root.copy_in.has_value());
+  CHECK_FALSE(root.copy_out.has_value());
+
+  auto shared_leaf = w.place(CollectiveKind::kBroadcast, nullptr, w.shared.data(), 4, 2, 3, 0);
+  CHECK(shared_leaf.send.where == Where::kNone);
+  CHECK(shared_leaf.recv.where == Where::kShared);
+  CHECK_FALSE(shared_leaf.staged());
+}
+
+TEST_CASE("zero elements and barriers need no buffers at all") {
+  World w;
+  auto p = w.place(CollectiveKind::kAllreduce, nullptr, nullptr, 0, 0, 2);
+  CHECK(p.send.where == Where::kNone);
+  CHECK(p.recv.where == Where::kNone);
+  CHECK(p.staging_bytes == 0);
+  auto b = w.place(CollectiveKind::kBarrier, nullptr, nullptr, 0, 0, 2);
+  CHECK(b.staging_bytes == 0);
+  CHECK_FALSE(b.staged());
+}
+
+TEST_CASE("a range running past the end of a shared buffer is an error") {
+  World w;
+  CollectiveCall c;
+  c.kind = CollectiveKind::kAllreduce;
+  c.name = "t";
+  c.send = w.shared.data() + 60;
+  c.recv = w.plain.data();
+  c.count = 8;
+  c.dtype = RS_I32;
+  auto bytes = ringsync::client::validate(c, 0, 1);
+  REQUIRE(bytes.ok());
+  auto p = ringsync::client::place(c, *bytes, 0,
+                                   [&](const void* q, std::size_t n) { return w.find(q, n); });
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.status().message() == "runs past the end");
+}
