@@ -107,7 +107,9 @@ rs_status_t finish_wait(const char* function, rs_request_t* request, int timeout
   });
 }
 
-rs_status_t blocking(rs_status_t submitted, rs_request_t* request) {
+// Takes the request by reference: it is read only after the submission (an
+// argument evaluated in the same call would be read in unspecified order).
+rs_status_t blocking(rs_status_t submitted, rs_request_t* const& request) {
   if (submitted != RS_SUCCESS) return submitted;
   return rs_wait(request);
 }
