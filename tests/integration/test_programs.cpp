@@ -1,0 +1,62 @@
+// The programs a user runs first: the example trainer and `ringsync demo`.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "daemon_fixture.h"
+
+using namespace ringsync::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("the example trainer passes its own checks with 1, 2 and 4 ranks") {
+  DaemonFixture daemon;
+  for (int ranks : {1, 2, 4}) {
+    CAPTURE(ranks);
+    std::vector<Child> children;
+    for (int r = 0; r < ranks; ++r)
+      children.push_back(spawn({bin("ringsync-example-trainer"), "--steps", "2"},
+                               daemon.rank_env(r, ranks, "example" + std::to_string(ranks)),
+                               daemon.dir().file("example" + std::to_string(r) + ".log")));
+    for (int r = 0; r < ranks; ++r)
+      CHECK_MESSAGE(children[r].succeeded(120s),
+                    read_file(daemon.dir().file("example" + std::to_string(r) + ".log")));
+  }
+  CHECK(daemon.stop());
+}
+
+TEST_CASE("ringsync demo prints a verified table and shuts its daemon down") {
+  TempDir dir;
+  const std::string log = dir.file("demo.log");
+  Child demo = spawn({bin("ringsync"), "demo", "--ranks", "3", "--max-bytes", "1M"}, {}, log);
+  REQUIRE_MESSAGE(demo.succeeded(300s), read_file(log));
+  const std::string out = read_file(log);
+  CHECK(out.find("#wrong") != std::string::npos);
+  CHECK(out.find("1048576       262144  float    sum") != std::string::npos);
+  CHECK(out.find("# Out of bounds values : 0 OK") != std::string::npos);
+  CHECK(out.find("# Avg bus bandwidth") != std::string::npos);
+  CHECK(out.find("ringsync_collectives_total{op=\"allreduce\",status=\"ok\"}") != std::string::npos);
+  CHECK(out.find("ringsyncd shut down cleanly") != std::string::npos);
+}
+
+TEST_CASE("ringsyncd --help lists every setting; bad settings fail clearly") {
+  auto [rc, help] = run_command(bin("ringsyncd") + " --help");
+  CHECK(rc == 0);
+  for (const char* flag : {"--socket", "--metrics-address", "--collective-timeout", "--stall-warning",
+                           "--max-frame-bytes", "--reduce-threads", "RINGSYNC_SOCKET"})
+    CHECK_MESSAGE(help.find(flag) != std::string::npos, flag);
+  auto [bad_rc, bad] = run_command(bin("ringsyncd") + " --collective-timeout soon");
+  CHECK(bad_rc == 2);
+  CHECK(bad.find("collective-timeout") != std::string::npos);
+  auto [unknown_rc, unknown] = run_command(bin("ringsyncd") + " --sockt /tmp/x");
+  CHECK(unknown_rc == 2);
+  CHECK(unknown.find("--socket") != std::string::npos);  // suggests the closest flag
+}
+
+TEST_CASE("a second daemon on the same socket refuses to start; the first keeps serving") {
+  DaemonFixture daemon;
+  auto [rc, out] = run_command(bin("ringsyncd") + " --metrics-address off --socket " + daemon.socket());
+  CHECK(rc == 1);
+  CHECK(out.find("another ringsyncd is already listening") != std::string::npos);
+  CHECK(daemon.running());
+  CHECK(daemon.stop());
+}
