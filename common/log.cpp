@@ -11,7 +11,12 @@
 #include <ctime>
 #include <mutex>
 
+#include "common/text.h"
+
 namespace ringsync::log {
+
+using text::lower;
+using text::trim;
 namespace {
 
 constexpr std::string_view kLevelVar = "RINGSYNC_LOG_LEVEL";
@@ -25,18 +30,6 @@ SubsystemFilter g_filter;
 std::atomic<bool> g_all_subsystems{true};
 
 std::mutex g_write_mutex;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool contains(const std::vector<std::string>& names, std::string_view name) {
   for (const std::string& n : names) {

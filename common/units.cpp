@@ -6,22 +6,15 @@
 #include <limits>
 #include <utility>
 
+#include "common/text.h"
+
 namespace ringsync::units {
+
+using text::lower;
+using text::trim;
 namespace {
 
 using Wide = unsigned __int128;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
