@@ -2,6 +2,11 @@
 // complain about, and a real Prometheus server scrapes it.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <fstream>
 #include <thread>
@@ -28,9 +33,19 @@ std::string body_of(const std::string& response) {
   return pos == std::string::npos ? "" : response.substr(pos + 4);
 }
 
+// A loopback port that was free a moment ago (the kernel's pick for port 0).
 int free_port() {
-  auto [rc, out] = run_command("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'");
-  return rc == 0 ? std::stoi(out) : 0;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
 }
 
 }  // namespace
