@@ -1,5 +1,6 @@
 #include "common/shm.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,14 +15,28 @@ std::string errno_text() { return std::strerror(errno); }
 
 Result<Region> Region::create(std::size_t bytes, std::string_view name) {
   if (bytes == 0) return Status::InvalidArgument("a shared buffer must have at least one byte");
-  const std::string label(name);
-  const int fd = memfd_create(label.c_str(), MFD_CLOEXEC);
-  if (fd < 0) return Status::OutOfMemory("memfd_create failed: " + errno_text());
+  // memfd names are limited to 249 bytes; the name is only a label.
+  const std::string label(name.substr(0, 200));
+  const int fd = memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string why = std::strerror(err);
+    if (err == ENOMEM) return Status::OutOfMemory("memfd_create failed: " + why);
+    return Status::Internal("memfd_create failed: " + why +
+                            (err == EMFILE || err == ENFILE ? " (raise the open-file limit)" : ""));
+  }
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const std::string why = errno_text();
     close(fd);
     return Status::OutOfMemory("cannot size a shared buffer to " + std::to_string(bytes) +
                                " bytes: " + why);
+  }
+  // The trainer gets this fd: sealing its size means it can never shrink the
+  // file under the daemon's mapping (which would make the daemon fault).
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const std::string why = errno_text();
+    close(fd);
+    return Status::Internal("cannot seal a shared buffer: " + why);
   }
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
@@ -69,6 +84,11 @@ Region& Region::operator=(Region&& other) noexcept {
 }
 
 Region::~Region() { reset(); }
+
+void Region::close_fd() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
 
 void Region::reset() {
   if (data_) munmap(data_, size_);

@@ -26,6 +26,8 @@ class Region {
   std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
   int fd() const { return fd_; }
+  // Closes the descriptor once it has been handed over; the mapping stays.
+  void close_fd();
   // True when [offset, offset + bytes) lies inside the region (overflow-safe).
   bool contains(std::size_t offset, std::size_t bytes) const {
     return offset <= size_ && bytes <= size_ - offset;

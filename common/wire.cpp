@@ -153,6 +153,9 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
     return Status::ProtocolError("frame failed FlatBuffers verification (" +
                                  std::to_string(body.size()) + " bytes)");
   const fb::Frame* frame = fb::GetFrame(body.data());
+  // The verifier accepts a union whose table is absent; such a frame says nothing.
+  if (frame->body_type() != fb::Body::NONE && frame->body() == nullptr)
+    return Status::ProtocolError("frame names a message type but carries no message");
   switch (frame->body_type()) {
     case fb::Body::Hello: {
       const auto* m = frame->body_as_Hello();

@@ -7,6 +7,9 @@ namespace ringsync::service {
 Result<std::pair<std::uint32_t, std::shared_ptr<shm::Region>>> BufferTable::allocate(
     std::uint64_t bytes, std::uint64_t limit, std::string_view tag) {
   if (bytes == 0) return Status::InvalidArgument("cannot allocate a buffer of 0 bytes");
+  if (regions_.size() >= kMaxBuffers)
+    return Status::InvalidArgument("this client already holds " + std::to_string(kMaxBuffers) +
+                                   " shared buffers; free some, or allocate fewer, larger ones");
   if (bytes > limit || total_bytes_ > limit - bytes)
     return Status::OutOfMemory("allocating " + std::to_string(bytes) + " bytes would take this " +
                                "client to " + std::to_string(total_bytes_ + bytes) +

@@ -20,6 +20,9 @@ struct ResolvedBuffer {
 
 class BufferTable {
  public:
+  // Buffers one client may hold at once (each is a mapping in the daemon).
+  static constexpr std::size_t kMaxBuffers = 4096;
+
   // Creates a region of `bytes` unless that would take this client past `limit`.
   Result<std::pair<std::uint32_t, std::shared_ptr<shm::Region>>> allocate(std::uint64_t bytes,
                                                                            std::uint64_t limit,

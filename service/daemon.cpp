@@ -47,6 +47,8 @@ Daemon::Daemon(DaemonConfig config)
       acceptor_(io_),
       signals_(io_, SIGINT, SIGTERM),
       sweep_timer_(io_),
+      accept_retry_(io_),
+      shutdown_deadline_(io_),
       metrics_(registry_),
       pool_(pool_threads(config_.reduce_threads)) {}
 
@@ -102,7 +104,11 @@ Status Daemon::listen() {
                                      fs_ec.message());
     ::chmod(dir.c_str(), 0700);
   }
-  if (std::filesystem::exists(std::filesystem::symlink_status(path, fs_ec))) {
+  const auto existing = std::filesystem::symlink_status(path, fs_ec);
+  if (std::filesystem::exists(existing)) {
+    if (existing.type() != std::filesystem::file_type::socket)
+      return Status::InvalidArgument(path + " exists and is not a socket; refusing to replace it. "
+                                     "Choose another --socket");
     if (socket_is_live(path))
       return Status::InvalidArgument("another ringsyncd is already listening on " + path +
                                      "; stop it or choose another --socket");
@@ -125,8 +131,14 @@ void Daemon::accept_next() {
   acceptor_.async_accept([this](boost::system::error_code ec, local_stream::socket socket) {
     if (ec) {
       if (ec == asio::error::operation_aborted || stopping_) return;
-      RS_LOG(warn, "daemon") << "accept failed: " << ec.message();
+      // Out of descriptors or memory: retrying at once would spin; wait a little.
+      RS_LOG(warn, "daemon") << "accept failed: " << ec.message() << "; retrying in 100 ms";
       metrics_.error("accept");
+      accept_retry_.expires_after(std::chrono::milliseconds(100));
+      accept_retry_.async_wait([this](boost::system::error_code wait_ec) {
+        if (!wait_ec && !stopping_) accept_next();
+      });
+      return;
     } else if (stopping_) {
       return;
     } else {
@@ -187,20 +199,28 @@ void Daemon::shutdown() {
   stopping_ = true;
   boost::system::error_code ec;
   acceptor_.close(ec);
-  signals_.cancel(ec);
+  signals_.clear(ec);  // default handling again: a second SIGTERM ends the process at once
   sweep_timer_.cancel();
+  accept_retry_.cancel();
   if (metrics_server_) metrics_server_->stop();
+  pool_.cancel();  // queued data movement is skipped; running pieces finish
   for (auto& [name, job] : jobs_)
     for (auto& pending : job.take_expired(Clock::time_point::max(), Clock::duration::zero()))
       fail(pending, Status::Closed("ringsyncd is shutting down"), "shutdown");
-  for (auto& [id, session] : sessions_) session->close();
+  // Each client gets what is queued for it (the errors above), then EOF.
+  for (auto& [id, session] : sessions_) session->close_after_flush();
   if (owns_socket_file_) {
     ::unlink(config_.socket_path.c_str());
     owns_socket_file_ = false;
   }
   if (!config_.ready_file.empty()) ::unlink(config_.ready_file.c_str());
-  // Let the sessions' coroutines observe the closed sockets, then return from run().
-  asio::post(io_, [this] { io_.stop(); });
+  // run() returns when the last session is gone, or after a grace period for
+  // clients that do not read.
+  if (sessions_.empty()) asio::post(io_, [this] { io_.stop(); });
+  shutdown_deadline_.expires_after(std::chrono::seconds(2));
+  shutdown_deadline_.async_wait([this](boost::system::error_code wait_ec) {
+    if (!wait_ec) io_.stop();
+  });
 }
 
 }  // namespace ringsync::service

@@ -73,6 +73,8 @@ class Daemon {
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer sweep_timer_;
+  boost::asio::steady_timer accept_retry_;
+  boost::asio::steady_timer shutdown_deadline_;
   metrics::Registry registry_;
   DaemonMetrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;

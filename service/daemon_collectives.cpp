@@ -1,6 +1,7 @@
 // Running matched collectives, answering every rank, and the deadlines
 // (stall inspector, collective timeout).
 #include <boost/asio/post.hpp>
+#include <cstdio>
 
 #include "common/log.h"
 #include "service/daemon.h"
@@ -14,6 +15,13 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// "3.042 s", for messages about waits.
+std::string elapsed_text(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
 std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
   const std::uint64_t bytes = c.count * dtype_size(c.dtype);
   return c.kind == wire::CollectiveKind::kAllgather ? bytes * ranks : bytes;
@@ -23,9 +31,9 @@ std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
 
 void Daemon::execute(PendingCollective collective) {
   const Clock::time_point ready = Clock::now();
-  for (const auto& s : collective.by_rank)
-    metrics_.rank_wait.with({std::to_string(s->local_rank)})
-        .observe(seconds_between(collective.first_submit, s->submitted));
+  for (const auto& s : collective.submissions)
+    metrics_.rank_wait.with({std::to_string(s.local_rank)})
+        .observe(seconds_between(collective.first_submit, s.submitted));
 
   Status agreed = check_agreement(collective);
   if (!agreed.ok()) {
@@ -33,14 +41,14 @@ void Daemon::execute(PendingCollective collective) {
     fail(collective, agreed, "mismatch");
     return;
   }
-  const wire::Collective& first = collective.by_rank.front()->request;
+  const wire::Collective& first = collective.submissions.front().request;
   LocalPlan plan;
   plan.kind = first.kind;
   plan.dtype = first.dtype;
   plan.op = first.op;
   plan.count = first.count;
   plan.root = first.root;
-  for (const auto& s : collective.by_rank) plan.ranks.push_back(s->where);
+  for (const auto& s : collective.submissions) plan.ranks.push_back(s.where);
   auto work = std::make_shared<LocalCollective>(std::move(plan), config_.reduce_chunk_bytes);
   if (work->pieces() == 0) {
     finish(collective, Status::Ok(), ready);
@@ -50,19 +58,23 @@ void Daemon::execute(PendingCollective collective) {
   pool_.run(
       work->pieces(), [work](std::size_t i) { work->run_piece(i); },
       [this, shared, ready] {
-        asio::post(io_, [this, shared, ready] { finish(*shared, Status::Ok(), ready); });
+        asio::post(io_, [this, shared, ready] {
+          finish(*shared,
+                 pool_.cancelled() ? Status::Closed("ringsyncd shut down during the collective")
+                                   : Status::Ok(),
+                 ready);
+        });
       });
 }
 
 void Daemon::finish(PendingCollective& collective, const Status& status,
                     Clock::time_point ready) {
-  const wire::Collective& first = collective.by_rank.front()->request;
-  const std::size_t ranks = collective.by_rank.size();
+  const wire::Collective& first = collective.submissions.front().request;
+  const std::size_t ranks = collective.submissions.size();
   metrics_.collective_done(first.kind, first.dtype, status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
                            ranks);
-  for (auto& s : collective.by_rank)
-    if (s) s->complete(status);
+  for (auto& s : collective.submissions) s.complete(status);
   RS_LOG(trace, "collective") << "tensor '" << collective.name << "' done: "
                                    << status.to_string();
 }
@@ -70,13 +82,12 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
 void Daemon::fail(PendingCollective& collective, const Status& status,
                   std::string_view error_kind) {
   metrics_.error(error_kind);
-  wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
-  for (const auto& s : collective.by_rank)
-    if (s) kind = s->request.kind;
+  const wire::CollectiveKind kind = collective.submissions.empty()
+                                        ? wire::CollectiveKind::kAllreduce
+                                        : collective.submissions.front().request.kind;
   metrics_.collectives.with({wire::collective_kind_name(kind), status_label(status.code())})
       .inc();
-  for (auto& s : collective.by_rank)
-    if (s) s->complete(status);
+  for (auto& s : collective.submissions) s.complete(status);
 }
 
 void Daemon::sweep() {
@@ -85,10 +96,9 @@ void Daemon::sweep() {
   for (auto& [id, job] : jobs_) {
     for (auto& pending : job.take_expired(now, config_.collective_timeout)) {
       const auto missing = pending.missing_ranks();
-      const double waited = seconds_between(pending.first_submit, now);
       Status timeout = Status::Timeout(
           "tensor '" + pending.name + "' of job '" + id + "' timed out after " +
-          std::to_string(static_cast<long long>(waited)) + " s: local rank(s) " +
+          elapsed_text(now - pending.first_submit) + ": local rank(s) " +
           rank_list(missing) + " never submitted it (--collective-timeout)");
       RS_LOG(warn, "collective") << timeout.message();
       fail(pending, timeout, "timeout");
@@ -98,16 +108,11 @@ void Daemon::sweep() {
       ++stalled;
       if (pending.stall_reported) continue;
       pending.stall_reported = true;
-      std::vector<std::uint32_t> present;
-      for (const auto& s : pending.by_rank)
-        if (s) present.push_back(s->local_rank);
       RS_LOG(warn, "stall") << "tensor '" << name << "' of job '" << id
-                                 << "' is waiting for local rank(s) "
-                                 << rank_list(pending.missing_ranks()) << "; submitted by "
-                                 << rank_list(present) << " "
-                                 << static_cast<long long>(
-                                        seconds_between(pending.first_submit, now))
-                                 << " s ago";
+                            << "' is waiting for local rank(s) "
+                            << rank_list(pending.missing_ranks()) << "; submitted by "
+                            << rank_list(pending.present_ranks()) << " "
+                            << elapsed_text(now - pending.first_submit) << " ago";
     }
   }
   metrics_.stalled_tensors.with().set(static_cast<double>(stalled));

@@ -141,8 +141,13 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
   if (!recv.ok()) return recv.status();
   const bool in_place_allgather = request.kind == wire::CollectiveKind::kAllgather &&
                                   send->data == recv->data + rank * send_bytes;
-  if (send->data != recv->data && !in_place_allgather &&
-      partially_overlap(send->data, send_bytes, recv->data, recv_bytes))
+  // In place means send == recv, except for allgather, where it means send is
+  // this rank's own slot of recv. Any other overlap would read data already
+  // overwritten by another rank's contribution.
+  const bool in_place = request.kind == wire::CollectiveKind::kAllgather
+                            ? in_place_allgather
+                            : send->data == recv->data;
+  if (!in_place && partially_overlap(send->data, send_bytes, recv->data, recv_bytes))
     return Status::InvalidArgument("send and receive ranges of tensor '" + request.name +
                                    "' overlap without being in place");
   Submission s;
@@ -166,17 +171,15 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
     RS_LOG(info, "collective") << "client " << session->id() << ": tensor '" << request.name
                                     << "': " << status.to_string();
     metrics_.error(kind);
-    metrics_.collectives.with({wire::collective_kind_name(request.kind),
-                               status_label(status.code())}).inc();
     session->send(wire::Completion{request.request_id, status});
   };
   auto job_it = jobs_.find(session->membership->job_id);
   if (job_it == jobs_.end()) return reject(Status::Internal("job vanished"), "internal");
   Job& job = job_it->second;
-  if (request.staged)
-    metrics_.staged_bytes.with().inc(static_cast<double>(request.count * dtype_size(request.dtype)));
   auto submission = prepare(session, job, request);
   if (!submission.ok()) return reject(submission.status(), "invalid_argument");
+  if (request.staged)  // prepare() checked that count * element size does not overflow
+    metrics_.staged_bytes.with().inc(static_cast<double>(request.count * dtype_size(request.dtype)));
   auto ready = job.submit(std::move(submission).value());
   if (!ready.ok())
     return reject(ready.status(), ready.status().code() == StatusCode::kPeerLost
@@ -187,6 +190,7 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
 
 void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
   if (sessions_.erase(session->id()) == 0) return;  // already handled
+  if (stopping_ && sessions_.empty()) io_.stop();
   metrics_.clients.with().set(static_cast<double>(sessions_.size()));
   metrics_.registered_bytes.with({"host"}).dec(static_cast<double>(session->buffers.total_bytes()));
   session->buffers.clear();

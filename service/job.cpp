@@ -1,5 +1,7 @@
 #include "service/job.h"
 
+#include <algorithm>
+
 namespace ringsync::service {
 
 Job::Job(std::string id, std::uint32_t local_size) : id_(std::move(id)), slots_(local_size) {}
@@ -52,19 +54,28 @@ Result<std::optional<PendingCollective>> Job::submit(Submission submission) {
   PendingCollective& pending = it->second;
   if (inserted) {
     pending.name = name;
-    pending.by_rank.resize(slots_.size());
+    if (pending_.size() > kMaxPendingPerJob) {
+      pending_.erase(it);
+      return Status::InvalidArgument(
+          "job '" + id_ + "' already has " + std::to_string(kMaxPendingPerJob) +
+          " collectives waiting for other ranks; wait for some before submitting more");
+    }
+    pending.name = name;
+    pending.present.resize(slots_.size());
     pending.first_submit = submission.submitted;
   }
-  auto& slot = pending.by_rank[submission.local_rank];
-  if (slot)
+  const std::uint32_t rank = submission.local_rank;
+  if (pending.present[rank])
     return Status::InvalidArgument("tensor '" + name + "' was already submitted by local rank " +
-                                   std::to_string(submission.local_rank) +
+                                   std::to_string(rank) +
                                    " and is not complete yet; wait for it before reusing the name");
-  slot = std::move(submission);
-  ++pending.arrived;
+  pending.present[rank] = true;
+  pending.submissions.push_back(std::move(submission));
   if (!pending.ready()) return std::optional<PendingCollective>();
   std::optional<PendingCollective> ready(std::move(pending));
   pending_.erase(it);
+  std::sort(ready->submissions.begin(), ready->submissions.end(),
+            [](const Submission& a, const Submission& b) { return a.local_rank < b.local_rank; });
   return ready;
 }
 

@@ -17,6 +17,10 @@ namespace ringsync::service {
 
 class Job {
  public:
+  // Collectives one job may have waiting for ranks at once (a bound on what a
+  // buggy or hostile client can make the daemon hold).
+  static constexpr std::size_t kMaxPendingPerJob = 65536;
+
   Job(std::string id, std::uint32_t local_size);
 
   const std::string& id() const { return id_; }

@@ -1,4 +1,6 @@
 // ringsyncd: the per-node ringsync daemon.
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -48,6 +50,13 @@ int main(int argc, char** argv) {
   {
     std::istringstream lines(table.dump());
     for (std::string line; std::getline(lines, line);) RS_LOG(info, "config") << line;
+  }
+
+  // Each client connection holds a descriptor; use all the kernel allows.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
   }
 
   service::Daemon daemon(std::move(cfg).value());

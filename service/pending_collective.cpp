@@ -6,9 +6,16 @@ namespace ringsync::service {
 
 std::vector<std::uint32_t> PendingCollective::missing_ranks() const {
   std::vector<std::uint32_t> missing;
-  for (std::size_t r = 0; r < by_rank.size(); ++r)
-    if (!by_rank[r]) missing.push_back(static_cast<std::uint32_t>(r));
+  for (std::size_t r = 0; r < present.size(); ++r)
+    if (!present[r]) missing.push_back(static_cast<std::uint32_t>(r));
   return missing;
+}
+
+std::vector<std::uint32_t> PendingCollective::present_ranks() const {
+  std::vector<std::uint32_t> ranks;
+  for (std::size_t r = 0; r < present.size(); ++r)
+    if (present[r]) ranks.push_back(static_cast<std::uint32_t>(r));
+  return ranks;
 }
 
 std::string rank_list(const std::vector<std::uint32_t>& ranks) {
@@ -27,7 +34,7 @@ template <typename Field>
 void compare_field(const PendingCollective& p, const char* field, Field value_of,
                    std::vector<std::string>& problems) {
   std::map<std::string, std::vector<std::uint32_t>> ranks_by_value;
-  for (const auto& s : p.by_rank) ranks_by_value[value_of(s->request)].push_back(s->local_rank);
+  for (const auto& s : p.submissions) ranks_by_value[value_of(s.request)].push_back(s.local_rank);
   if (ranks_by_value.size() < 2) return;
   std::string text = std::string(field) + ": ";
   bool first = true;
@@ -50,7 +57,7 @@ Status check_agreement(const PendingCollective& p) {
   if (!problems.empty()) {
     // Different collectives under one name: the other fields mean nothing.
   } else {
-    const auto kind = p.by_rank.front()->request.kind;
+    const auto kind = p.submissions.front().request.kind;
     if (kind != wire::CollectiveKind::kBarrier) {
       compare_field(p, "dtype", [](const wire::Collective& c) {
         return std::string(dtype_name(c.dtype));

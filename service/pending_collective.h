@@ -29,15 +29,18 @@ struct Submission {
   std::function<void(const Status&)> complete;  // answers the client, if still connected
 };
 
+// Memory grows with the ranks that submitted, not with the job's size: a
+// pending name costs one bit per local rank until its ranks arrive.
 struct PendingCollective {
   std::string name;
-  std::vector<std::optional<Submission>> by_rank;
-  std::size_t arrived = 0;
+  std::vector<Submission> submissions;  // arrival order; by local rank once ready()
+  std::vector<bool> present;            // indexed by local rank
   Clock::time_point first_submit;
   bool stall_reported = false;
 
-  bool ready() const { return arrived == by_rank.size(); }
+  bool ready() const { return submissions.size() == present.size(); }
   std::vector<std::uint32_t> missing_ranks() const;
+  std::vector<std::uint32_t> present_ranks() const;
 };
 
 // Ok when every submission agrees on kind, dtype, count, op (allreduce) and

@@ -42,6 +42,15 @@ void ClientSession::start() {
 
 void ClientSession::send(const wire::Message& message, std::shared_ptr<shm::Region> fd_of) {
   if (closed_ || flush_then_close_) return;
+  if (queue_.size() >= kMaxQueuedFrames) {
+    // A client this far behind is not reading its socket: drop it rather than
+    // hold an unbounded backlog for it.
+    RS_LOG(warn, "session") << "client " << id_ << " has " << queue_.size()
+                            << " unread replies; closing the connection";
+    daemon_.metrics().error("slow_client");
+    close();
+    return;
+  }
   queue_.push_back(Outgoing{wire::encode(message), std::move(fd_of)});
   wake_writer_.cancel();
 }
@@ -115,6 +124,9 @@ asio::awaitable<bool> ClientSession::write_one(Outgoing& frame) {
                                      frame.bytes.size(), frame.fd_of->fd());
       if (n >= 0) {
         sent = static_cast<std::size_t>(n);
+        // The trainer has its own descriptor now; the daemon keeps only the
+        // mapping, so descriptors do not pile up with buffers.
+        frame.fd_of->close_fd();
         break;
       }
       if (n != -EAGAIN && n != -EWOULDBLOCK) co_return false;

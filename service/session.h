@@ -28,6 +28,8 @@ class Daemon;
 class ClientSession : public std::enable_shared_from_this<ClientSession> {
  public:
   using Socket = boost::asio::local::stream_protocol::socket;
+  // Replies queued for a client that does not read, before it is disconnected.
+  static constexpr std::size_t kMaxQueuedFrames = 65536;
 
   ClientSession(Daemon& daemon, Socket socket, std::uint64_t id);
 

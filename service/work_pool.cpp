@@ -63,7 +63,7 @@ void WorkPool::work() {
       job->done();
       continue;
     }
-    job->piece(index);
+    if (!cancelled()) job->piece(index);
     if (job->finished.fetch_add(1, std::memory_order_acq_rel) + 1 == job->n) job->done();
   }
 }

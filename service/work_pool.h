@@ -3,6 +3,7 @@
 // that finishes the last piece calls done().
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -27,6 +28,11 @@ class WorkPool {
 
   int threads() const { return static_cast<int>(workers_.size()); }
 
+  // From now on pieces are skipped (done() is still called): for shutdown, so
+  // queued data movement stops instead of running to the end.
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
  private:
   struct Job;
   void work();
@@ -35,6 +41,7 @@ class WorkPool {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> jobs_;
   bool stopping_ = false;
+  std::atomic<bool> cancelled_{false};
   std::vector<std::thread> workers_;
 };
 
