@@ -18,6 +18,7 @@ class DaemonFixture {
   const std::string& metrics_host_port() const { return metrics_; }  // "127.0.0.1:PORT"
   std::string log() const { return read_file(log_path_); }
   bool running() { return process_.running(); }
+  pid_t pid() const { return process_.pid(); }
   // SIGTERM and wait; true when it exited 0.
   bool stop();
   // Environment for a rank process of job `job`.

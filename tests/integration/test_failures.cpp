@@ -99,3 +99,16 @@ TEST_CASE("a rank that never submits: stall report, then a timeout naming it") {
   ranks.children[1].signal(SIGKILL);
   CHECK(daemon.stop());
 }
+
+TEST_CASE("SIGTERM answers pending collectives with a clear error, then exits cleanly") {
+  DaemonFixture daemon;
+  Ranks ranks{daemon, "shutdown", {}};
+  ranks.start(0, 2, {"expect-error", "closed", "ringsyncd is shutting down"});
+  ranks.start(1, 2, {"hang"});
+  REQUIRE(wait_for_file(ranks.mark("submitted", 0)));
+  REQUIRE(wait_for_file(ranks.mark("connected", 1)));
+  CHECK(daemon.stop());
+  CHECK_MESSAGE(ranks.children[0].succeeded(30s), read_file(ranks.log(0)));
+  CHECK_FALSE(std::filesystem::exists(daemon.socket()));
+  ranks.children[1].signal(SIGKILL);
+}

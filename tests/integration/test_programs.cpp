@@ -1,6 +1,7 @@
 // The programs a user runs first: the example trainer and `ringsync demo`.
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <vector>
 
 #include "daemon_fixture.h"
@@ -59,4 +60,14 @@ TEST_CASE("a second daemon on the same socket refuses to start; the first keeps 
   CHECK(out.find("another ringsyncd is already listening") != std::string::npos);
   CHECK(daemon.running());
   CHECK(daemon.stop());
+}
+
+TEST_CASE("--socket naming a file that is not a socket is refused, and the file kept") {
+  TempDir dir;
+  const std::string path = dir.file("precious.txt");
+  { std::ofstream(path) << "data"; }
+  auto [rc, out] = run_command(bin("ringsyncd") + " --metrics-address off --socket " + path);
+  CHECK(rc == 1);
+  CHECK(out.find("is not a socket") != std::string::npos);
+  CHECK(read_file(path) == "data");
 }

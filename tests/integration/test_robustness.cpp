@@ -216,3 +216,46 @@ TEST_CASE("bad collective requests fail alone; the connection stays usable") {
   CHECK(completion_of(c).message().find("unknown or was freed") != std::string::npos);
   CHECK(daemon.stop());
 }
+
+TEST_CASE("an allgather is in place only when send is the rank's own slot") {
+  DaemonFixture daemon;
+  RawClient client(daemon.socket());
+  client.send(wire::Hello{wire::kProtocolVersion, "gather", 1, 2, 1});  // local rank 1 of 2
+  REQUIRE(client.receive().has_value());
+  client.send(wire::AllocBuffer{1, 4096});
+  auto alloc = client.receive();
+  REQUIRE(alloc.has_value());
+  const auto id = std::get<wire::AllocReply>(*alloc).buffer_id;
+  wire::Collective c;
+  c.kind = wire::CollectiveKind::kAllgather;
+  c.name = "g";
+  c.dtype = DType::kF32;
+  c.count = 4;
+  c.send = c.recv = {id, 0};  // slot 0 belongs to rank 0: would be overwritten while read
+  client.send(c);
+  auto m = client.receive();
+  REQUIRE(m.has_value());
+  CHECK(std::get<wire::Completion>(*m).status.message().find("overlap") != std::string::npos);
+  CHECK(daemon.stop());
+}
+
+TEST_CASE("the daemon keeps no descriptor per shared buffer") {
+  DaemonFixture daemon;
+  const std::string fd_dir = "/proc/" + std::to_string(daemon.pid()) + "/fd";
+  auto count_fds = [&] {
+    auto [rc, out] = run_command("ls " + fd_dir + " | wc -l");
+    return rc == 0 ? std::stoi(out) : -1;
+  };
+  RawClient client(daemon.socket());
+  client.send(wire::Hello{wire::kProtocolVersion, "fds", 0, 1, 1});
+  REQUIRE(client.receive().has_value());
+  const int before = count_fds();
+  for (std::uint64_t i = 1; i <= 200; ++i) {
+    client.send(wire::AllocBuffer{i, 4096});
+    auto reply = client.receive();
+    REQUIRE(reply.has_value());
+    REQUIRE(std::get<wire::AllocReply>(*reply).status.ok());
+  }
+  CHECK(count_fds() < before + 10);
+  CHECK(daemon.stop());
+}
