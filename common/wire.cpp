@@ -117,12 +117,23 @@ std::vector<std::uint8_t> encode(const Message& message) {
   flatbuffers::FlatBufferBuilder b(256);
   auto [type, body] = std::visit(Encoder{b}, message);
   b.Finish(fb::CreateFrame(b, type, body));
-  const auto size = static_cast<std::uint32_t>(b.GetSize());
+  return frame_of(b.GetBufferPointer(), b.GetSize());
+}
+
+std::vector<std::uint8_t> frame_of(const std::uint8_t* body, std::size_t size) {
   std::vector<std::uint8_t> frame(kFrameHeaderBytes + size);
   for (std::size_t i = 0; i < kFrameHeaderBytes; ++i)
     frame[i] = static_cast<std::uint8_t>(size >> (8 * i));
-  std::memcpy(frame.data() + kFrameHeaderBytes, b.GetBufferPointer(), size);
+  std::memcpy(frame.data() + kFrameHeaderBytes, body, size);
   return frame;
+}
+
+std::span<const std::uint8_t> aligned(std::span<const std::uint8_t> body,
+                                      std::vector<std::uint64_t>& storage) {
+  if (reinterpret_cast<std::uintptr_t>(body.data()) % alignof(std::uint64_t) == 0) return body;
+  storage.resize((body.size() + 7) / 8);
+  std::memcpy(storage.data(), body.data(), body.size());
+  return {reinterpret_cast<const std::uint8_t*>(storage.data()), body.size()};
 }
 
 Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderBytes> header,
@@ -139,15 +150,8 @@ Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderByt
 }
 
 Result<Message> decode(std::span<const std::uint8_t> body) {
-  // FlatBuffers reads 8-byte fields in place: give it an aligned copy when the
-  // caller's bytes are not (e.g. a body right after a 4-byte header).
-  std::vector<std::uint64_t> aligned;
-  if (reinterpret_cast<std::uintptr_t>(body.data()) % alignof(std::uint64_t) != 0) {
-    aligned.resize((body.size() + 7) / 8);
-    std::memcpy(aligned.data(), body.data(), body.size());
-    body = std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(aligned.data()),
-                                         body.size());
-  }
+  std::vector<std::uint64_t> storage;
+  body = aligned(body, storage);
   flatbuffers::Verifier verifier(body.data(), body.size(), /*max_depth=*/16, /*max_tables=*/64);
   if (!fb::VerifyFrameBuffer(verifier))
     return Status::ProtocolError("frame failed FlatBuffers verification (" +

@@ -85,6 +85,14 @@ std::vector<std::uint8_t> encode(const Message& message);
 Result<std::uint32_t> frame_length(std::span<const std::uint8_t, kFrameHeaderBytes> header,
                                    std::size_t max_bytes);
 
+// Framing shared by every FlatBuffers protocol here: `body` behind its length.
+std::vector<std::uint8_t> frame_of(const std::uint8_t* body, std::size_t size);
+
+// FlatBuffers reads 8-byte fields in place: `body` itself when it is 8-byte
+// aligned, otherwise an aligned copy kept in `storage`.
+std::span<const std::uint8_t> aligned(std::span<const std::uint8_t> body,
+                                      std::vector<std::uint64_t>& storage);
+
 // Verifies the body with the FlatBuffers verifier and checks every enum and
 // required field before building the struct.
 Result<Message> decode(std::span<const std::uint8_t> body);

@@ -1,0 +1,96 @@
+// Daemon <-> daemon control messages as plain structs (schemas/peer.fbs).
+// Framing is the same as the client protocol's (wire::frame_length); FlatBuffers
+// stays in peer_wire.cpp, and decode() verifies before reading.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/status.h"
+#include "common/wire.h"
+
+namespace ringsync::peer_wire {
+
+inline constexpr std::uint32_t kProtocolVersion = 1;
+
+struct PeerHello {
+  std::uint32_t protocol_version = kProtocolVersion;
+  std::string job_id;
+  std::uint32_t node_rank = 0;
+  std::uint32_t num_nodes = 0;
+  std::uint32_t slots = 0;
+  std::string token;
+  std::vector<std::uint8_t> ucx_address;
+  std::uint64_t epoch = 0;
+};
+
+struct PeerHelloReply {
+  bool accepted = false;
+  std::string message;
+  std::uint32_t node_rank = 0;
+  std::vector<std::uint8_t> ucx_address;
+  std::uint64_t epoch = 0;
+};
+
+struct Heartbeat {
+  std::uint64_t epoch = 0;
+  std::uint64_t sequence = 0;
+};
+
+struct ReadyTensor {
+  std::string name;
+  wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  std::uint64_t count = 0;
+  std::uint32_t root = 0;
+};
+
+struct ReadyList {
+  std::uint64_t epoch = 0;
+  std::uint32_t node_rank = 0;
+  std::vector<ReadyTensor> tensors;
+  std::vector<std::uint64_t> cached;  // response-cache bit vector
+};
+
+struct Operation {
+  std::uint32_t sequence = 0;
+  wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  std::uint32_t root = 0;
+  std::vector<std::string> names;     // fused tensors, in buffer order
+  std::vector<std::uint64_t> counts;  // elements of each
+};
+
+struct TensorError {
+  std::string name;
+  std::string message;
+};
+
+struct Plan {
+  std::uint64_t epoch = 0;
+  std::uint64_t cycle = 0;
+  std::vector<Operation> operations;
+  std::vector<TensorError> errors;
+};
+
+struct Goodbye {
+  std::uint64_t epoch = 0;
+  std::string reason;
+};
+
+using Message = std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye>;
+
+// Length-prefixed frame, as wire::encode.
+std::vector<std::uint8_t> encode(const Message& message);
+
+// Verifies the body, then checks enums, required names, and that each
+// operation has one count per name.
+Result<Message> decode(std::span<const std::uint8_t> body);
+
+}  // namespace ringsync::peer_wire

@@ -1,0 +1,117 @@
+#include <doctest/doctest.h>
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <random>
+
+#include "common/peer_wire.h"
+#include "ringsync/wire/peer_generated.h"
+
+using namespace ringsync;
+using namespace ringsync::peer_wire;
+
+namespace {
+
+Message round_trip(const Message& m) {
+  const auto frame = encode(m);
+  auto len = wire::frame_length(std::span<const std::uint8_t, 4>(frame.data(), 4), wire::kMaxFrameBytes);
+  REQUIRE(len.ok());
+  REQUIRE(*len == frame.size() - wire::kFrameHeaderBytes);
+  auto decoded = decode(std::span<const std::uint8_t>(frame).subspan(wire::kFrameHeaderBytes));
+  REQUIRE(decoded.ok());
+  return *decoded;
+}
+
+std::vector<std::uint8_t> finished(flatbuffers::FlatBufferBuilder& b) {
+  return std::vector<std::uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+}  // namespace
+
+TEST_CASE("peer messages survive encode and decode") {
+  PeerHello hello{kProtocolVersion, "job", 2, 4, 8, "secret", {1, 2, 3, 250}, 7};
+  auto h = std::get<PeerHello>(round_trip(hello));
+  CHECK(h.job_id == "job");
+  CHECK(h.node_rank == 2);
+  CHECK(h.num_nodes == 4);
+  CHECK(h.slots == 8);
+  CHECK(h.token == "secret");
+  CHECK(h.ucx_address == std::vector<std::uint8_t>{1, 2, 3, 250});
+  CHECK(h.epoch == 7);
+
+  auto r = std::get<PeerHelloReply>(round_trip(PeerHelloReply{false, "wrong job", 1, {9}, 3}));
+  CHECK_FALSE(r.accepted);
+  CHECK(r.message == "wrong job");
+  CHECK(r.ucx_address == std::vector<std::uint8_t>{9});
+
+  auto beat = std::get<Heartbeat>(round_trip(Heartbeat{5, 1ull << 50}));
+  CHECK(beat.sequence == 1ull << 50);
+
+  ReadyList ready;
+  ready.epoch = 3;
+  ready.node_rank = 1;
+  ready.tensors.push_back({"w1", wire::CollectiveKind::kAllreduce, DType::kBF16, ReduceOp::kAvg, 1000, 0});
+  ready.tensors.push_back({"emb", wire::CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum, 7, 5});
+  ready.cached = {0x5, 1ull << 63};
+  auto rl = std::get<ReadyList>(round_trip(ready));
+  REQUIRE(rl.tensors.size() == 2);
+  CHECK(rl.tensors[0].name == "w1");
+  CHECK(rl.tensors[0].dtype == DType::kBF16);
+  CHECK(rl.tensors[0].op == ReduceOp::kAvg);
+  CHECK(rl.tensors[1].kind == wire::CollectiveKind::kBroadcast);
+  CHECK(rl.tensors[1].root == 5);
+  CHECK(rl.cached == ready.cached);
+
+  Plan plan;
+  plan.epoch = 3;
+  plan.cycle = 99;
+  plan.operations.push_back({12, wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 0,
+                             {"a", "b", "c"}, {1, 2, 3}});
+  plan.errors.push_back({"x", "local ranks disagree"});
+  auto p = std::get<Plan>(round_trip(plan));
+  REQUIRE(p.operations.size() == 1);
+  CHECK(p.operations[0].sequence == 12);
+  CHECK(p.operations[0].names == std::vector<std::string>{"a", "b", "c"});
+  CHECK(p.operations[0].counts == std::vector<std::uint64_t>{1, 2, 3});
+  REQUIRE(p.errors.size() == 1);
+  CHECK(p.errors[0].message == "local ranks disagree");
+
+  CHECK(std::get<Goodbye>(round_trip(Goodbye{4, "shutting down"})).reason == "shutting down");
+}
+
+TEST_CASE("bad peer frames are refused with a reason") {
+  namespace fb = ringsync::wire::peer;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<std::uint8_t> junk(1 + rng() % 300);
+    for (auto& b : junk) b = static_cast<std::uint8_t>(rng());
+    auto m = decode(junk);
+    if (!m.ok()) CHECK(m.status().code() == StatusCode::kProtocolError);
+  }
+  {
+    flatbuffers::FlatBufferBuilder b;
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::Plan, 0));
+    CHECK(decode(finished(b)).status().message().find("carries no message") != std::string::npos);
+  }
+  {  // names and counts must pair up
+    flatbuffers::FlatBufferBuilder b;
+    auto names = b.CreateVectorOfStrings(std::vector<std::string>{"a", "b"});
+    auto counts = b.CreateVector(std::vector<std::uint64_t>{1});
+    auto op = fb::CreateOperation(b, 3, 0, 0, 0, 0, names, counts);
+    auto ops = b.CreateVector(std::vector<flatbuffers::Offset<fb::Operation>>{op});
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::Plan, fb::CreatePlan(b, 1, 1, ops).Union()));
+    CHECK(decode(finished(b)).status().message() == "operation 3 has 2 names and 1 counts");
+  }
+  {  // unknown dtype in a ready tensor
+    flatbuffers::FlatBufferBuilder b;
+    auto t = fb::CreateReadyTensor(b, b.CreateString("w"), 0, 42);
+    auto ts = b.CreateVector(std::vector<flatbuffers::Offset<fb::ReadyTensor>>{t});
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::ReadyList, fb::CreateReadyList(b, 1, 0, ts).Union()));
+    CHECK(decode(finished(b)).status().message() == "tensor 'w': unknown dtype 42");
+  }
+  {
+    flatbuffers::FlatBufferBuilder b;
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::PeerHello, fb::CreatePeerHello(b, 1).Union()));
+    CHECK(decode(finished(b)).status().message() == "peer hello without a job id");
+  }
+}
