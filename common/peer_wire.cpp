@@ -81,6 +81,13 @@ struct Encoder {
     return {fb::PeerBody::Plan,
             fb::CreatePlan(b, m.epoch, m.cycle, op_vector, error_vector).Union()};
   }
+  std::pair<fb::PeerBody, Offset> operator()(const Roster& m) {
+    std::vector<flatbuffers::Offset<fb::RosterEntry>> entries;
+    for (const auto& e : m.entries)
+      entries.push_back(fb::CreateRosterEntry(b, e.node_rank, b.CreateVector(e.ucx_address)));
+    auto entry_vector = b.CreateVector(entries);
+    return {fb::PeerBody::Roster, fb::CreateRoster(b, m.epoch, entry_vector).Union()};
+  }
   std::pair<fb::PeerBody, Offset> operator()(const Goodbye& m) {
     auto reason = b.CreateString(m.reason);
     return {fb::PeerBody::Goodbye, fb::CreateGoodbye(b, m.epoch, reason).Union()};
@@ -186,6 +193,17 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
     case fb::PeerBody::Goodbye: {
       const auto* m = frame->body_as_Goodbye();
       return Message(Goodbye{m->epoch(), str(m->reason())});
+    }
+    case fb::PeerBody::Roster: {
+      const auto* m = frame->body_as_Roster();
+      Roster out;
+      out.epoch = m->epoch();
+      if (m->entries())
+        for (const auto* e : *m->entries()) {
+          if (!e) return Status::ProtocolError("empty roster entry");
+          out.entries.push_back(RosterEntry{e->node_rank(), bytes(e->ucx_address())});
+        }
+      return Message(std::move(out));
     }
     case fb::PeerBody::NONE:
       break;

@@ -79,12 +79,23 @@ struct Plan {
   std::vector<TensorError> errors;
 };
 
+struct RosterEntry {
+  std::uint32_t node_rank = 0;
+  std::vector<std::uint8_t> ucx_address;
+};
+
+struct Roster {
+  std::uint64_t epoch = 0;
+  std::vector<RosterEntry> entries;  // by node rank
+};
+
 struct Goodbye {
   std::uint64_t epoch = 0;
   std::string reason;
 };
 
-using Message = std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye>;
+using Message =
+    std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye, Roster>;
 
 // Length-prefixed frame, as wire::encode.
 std::vector<std::uint8_t> encode(const Message& message);

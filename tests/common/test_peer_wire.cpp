@@ -77,6 +77,13 @@ TEST_CASE("peer messages survive encode and decode") {
   CHECK(p.errors[0].message == "local ranks disagree");
 
   CHECK(std::get<Goodbye>(round_trip(Goodbye{4, "shutting down"})).reason == "shutting down");
+
+  auto roster = std::get<Roster>(round_trip(Roster{2, {{0, {1, 2}}, {1, {3}}, {2, {}}}}));
+  CHECK(roster.epoch == 2);
+  REQUIRE(roster.entries.size() == 3);
+  CHECK(roster.entries[1].node_rank == 1);
+  CHECK(roster.entries[1].ucx_address == std::vector<std::uint8_t>{3});
+  CHECK(roster.entries[2].ucx_address.empty());
 }
 
 TEST_CASE("bad peer frames are refused with a reason") {
