@@ -36,8 +36,8 @@ void ClientSession::start() {
     self->daemon_.metrics().error("handshake_timeout");
     self->close();
   });
-  asio::co_spawn(socket_.get_executor(), read_loop(), asio::detached);
-  asio::co_spawn(socket_.get_executor(), write_loop(), asio::detached);
+  asio::co_spawn(socket_.get_executor(), read_loop(self), asio::detached);
+  asio::co_spawn(socket_.get_executor(), write_loop(self), asio::detached);
 }
 
 void ClientSession::send(const wire::Message& message, std::shared_ptr<shm::Region> fd_of) {
@@ -79,8 +79,7 @@ void ClientSession::protocol_error(const Status& status) {
   close_after_flush();
 }
 
-asio::awaitable<void> ClientSession::read_loop() {
-  auto self = shared_from_this();
+asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> self) {
   std::vector<std::uint8_t> body;
   for (;;) {
     boost::system::error_code ec;
@@ -141,8 +140,7 @@ asio::awaitable<bool> ClientSession::write_one(Outgoing& frame) {
   co_return !ec;
 }
 
-asio::awaitable<void> ClientSession::write_loop() {
-  auto self = shared_from_this();
+asio::awaitable<void> ClientSession::write_loop(std::shared_ptr<ClientSession> /*keepalive*/) {
   while (!closed_) {
     if (queue_.empty()) {
       if (flush_then_close_) break;

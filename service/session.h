@@ -60,8 +60,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     std::shared_ptr<shm::Region> fd_of;
   };
 
-  boost::asio::awaitable<void> read_loop();
-  boost::asio::awaitable<void> write_loop();
+  // Each loop holds the session alive through `self` from the moment it is created.
+  boost::asio::awaitable<void> read_loop(std::shared_ptr<ClientSession> self);
+  boost::asio::awaitable<void> write_loop(std::shared_ptr<ClientSession> self);
   boost::asio::awaitable<bool> write_one(Outgoing& frame);
   void protocol_error(const Status& status);
 

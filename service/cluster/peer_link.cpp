@@ -1,0 +1,140 @@
+#include "service/cluster/peer_link.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include "common/log.h"
+
+namespace ringsync::service::cluster {
+
+namespace asio = boost::asio;
+using asio::use_awaitable;
+
+namespace {
+// Control frames are small; a plan of many fused tensors is the largest.
+constexpr std::size_t kMaxPeerFrameBytes = wire::kMaxFrameBytes;
+}  // namespace
+
+PeerLink::PeerLink(Socket socket, std::string peer_name)
+    : socket_(std::move(socket)),
+      peer_name_(std::move(peer_name)),
+      wake_writer_(socket_.get_executor()),
+      heartbeat_timer_(socket_.get_executor()),
+      last_heard_(std::chrono::steady_clock::now()) {}
+
+void PeerLink::start(OnMessage on_message, OnClosed on_closed) {
+  set_handlers(std::move(on_message), std::move(on_closed));
+  boost::system::error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  wake_writer_.expires_at(asio::steady_timer::time_point::max());
+  asio::co_spawn(socket_.get_executor(), read_loop(shared_from_this()), asio::detached);
+  asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
+}
+
+void PeerLink::set_handlers(OnMessage on_message, OnClosed on_closed) {
+  on_message_ = std::move(on_message);
+  on_closed_ = std::move(on_closed);
+}
+
+void PeerLink::start_heartbeats(std::chrono::nanoseconds interval,
+                                std::chrono::nanoseconds timeout) {
+  last_heard_ = std::chrono::steady_clock::now();
+  asio::co_spawn(socket_.get_executor(), heartbeat_loop(shared_from_this(), interval, timeout),
+                 asio::detached);
+}
+
+void PeerLink::send(const peer_wire::Message& message) {
+  if (closed_) return;
+  queue_.push_back(peer_wire::encode(message));
+  wake_writer_.cancel();
+}
+
+void PeerLink::close(const Status& why) {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ec;
+  socket_.shutdown(Socket::shutdown_both, ec);
+  socket_.close(ec);
+  wake_writer_.cancel();
+  heartbeat_timer_.cancel();
+  if (auto handler = std::move(on_closed_)) handler(why);
+}
+
+asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*/) {
+  std::vector<std::uint8_t> body;
+  while (!closed_) {
+    boost::system::error_code ec;
+    std::array<std::uint8_t, wire::kFrameHeaderBytes> header;
+    co_await asio::async_read(socket_, asio::buffer(header), asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      close(Status::PeerLost("connection to " + peer_name_ + " lost: " + ec.message()));
+      break;
+    }
+    auto length = wire::frame_length(header, kMaxPeerFrameBytes);
+    if (!length.ok()) {
+      RS_LOG(warn, "ring") << "from " << peer_name_ << ": " << length.status().message();
+      close(Status::ProtocolError("bad frame from " + peer_name_ + ": " + length.status().message()));
+      break;
+    }
+    body.resize(*length);
+    co_await asio::async_read(socket_, asio::buffer(body), asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      close(Status::PeerLost("connection to " + peer_name_ + " lost: " + ec.message()));
+      break;
+    }
+    auto message = peer_wire::decode(body);
+    if (!message.ok()) {
+      RS_LOG(warn, "ring") << "from " << peer_name_ << ": " << message.status().message();
+      close(Status::ProtocolError("bad frame from " + peer_name_ + ": " +
+                                  message.status().message()));
+      break;
+    }
+    last_heard_ = std::chrono::steady_clock::now();
+    if (std::holds_alternative<peer_wire::Heartbeat>(*message)) continue;
+    if (on_message_) on_message_(std::move(message).value());
+  }
+}
+
+asio::awaitable<void> PeerLink::write_loop(std::shared_ptr<PeerLink> /*keepalive*/) {
+  while (!closed_) {
+    if (queue_.empty()) {
+      boost::system::error_code ec;
+      wake_writer_.expires_at(asio::steady_timer::time_point::max());
+      co_await wake_writer_.async_wait(asio::redirect_error(use_awaitable, ec));
+      continue;
+    }
+    std::vector<std::uint8_t> frame = std::move(queue_.front());
+    queue_.pop_front();
+    boost::system::error_code ec;
+    co_await asio::async_write(socket_, asio::buffer(frame), asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      close(Status::PeerLost("connection to " + peer_name_ + " lost: " + ec.message()));
+      break;
+    }
+  }
+}
+
+asio::awaitable<void> PeerLink::heartbeat_loop(std::shared_ptr<PeerLink> /*keepalive*/,
+                                               std::chrono::nanoseconds interval,
+                                               std::chrono::nanoseconds timeout) {
+  while (!closed_) {
+    send(peer_wire::Heartbeat{0, ++heartbeats_sent_});
+    boost::system::error_code ec;
+    heartbeat_timer_.expires_after(interval);
+    co_await heartbeat_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+    if (closed_) break;
+    const auto silent = std::chrono::steady_clock::now() - last_heard_;
+    if (silent > timeout) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+      close(Status::PeerLost(peer_name_ + " sent nothing for " + std::to_string(ms) +
+                             " ms (heartbeat timeout)"));
+      break;
+    }
+  }
+}
+
+}  // namespace ringsync::service::cluster

@@ -1,0 +1,66 @@
+// One control-plane connection between two daemons: verified peer frames in,
+// ordered frames out, heartbeats both ways, and a watchdog that declares the
+// peer lost when it has been silent for too long (a killed, stopped or cut-off
+// daemon looks the same from here). Runs on the daemon's control thread.
+#pragma once
+
+#include <utility>  // Asio 1.18 needs std::exchange declared first
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/peer_wire.h"
+#include "common/status.h"
+
+namespace ringsync::service::cluster {
+
+class PeerLink : public std::enable_shared_from_this<PeerLink> {
+ public:
+  using Socket = boost::asio::ip::tcp::socket;
+  using OnMessage = std::function<void(peer_wire::Message)>;
+  using OnClosed = std::function<void(const Status&)>;
+
+  PeerLink(Socket socket, std::string peer_name);
+
+  // Starts reading. on_message runs for every frame except heartbeats;
+  // on_closed runs once, with why the link ended.
+  void start(OnMessage on_message, OnClosed on_closed);
+  // Sends a heartbeat every `interval`; declares the peer lost when nothing
+  // (heartbeat or other frame) arrived for `timeout`.
+  void start_heartbeats(std::chrono::nanoseconds interval, std::chrono::nanoseconds timeout);
+  void send(const peer_wire::Message& message);
+  // Closes at once; on_closed runs with `why` unless it already ran.
+  void close(const Status& why);
+  // Replaces the handlers (e.g. when bootstrap hands the link to the ring).
+  void set_handlers(OnMessage on_message, OnClosed on_closed);
+
+  const std::string& peer_name() const { return peer_name_; }
+  bool closed() const { return closed_; }
+
+ private:
+  // Each loop holds the link alive through `self` from the moment it is created.
+  boost::asio::awaitable<void> read_loop(std::shared_ptr<PeerLink> self);
+  boost::asio::awaitable<void> write_loop(std::shared_ptr<PeerLink> self);
+  boost::asio::awaitable<void> heartbeat_loop(std::shared_ptr<PeerLink> self,
+                                              std::chrono::nanoseconds interval,
+                                              std::chrono::nanoseconds timeout);
+
+  Socket socket_;
+  std::string peer_name_;
+  OnMessage on_message_;
+  OnClosed on_closed_;
+  std::deque<std::vector<std::uint8_t>> queue_;
+  boost::asio::steady_timer wake_writer_;
+  boost::asio::steady_timer heartbeat_timer_;
+  std::chrono::steady_clock::time_point last_heard_;
+  std::uint64_t heartbeats_sent_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace ringsync::service::cluster
