@@ -1,0 +1,127 @@
+#include "service/negotiation/coordinator.h"
+
+#include <algorithm>
+
+#include "service/pending_collective.h"
+
+namespace ringsync::service::negotiation {
+
+namespace {
+
+template <typename ValueOf>
+void compare(const std::vector<std::optional<peer_wire::ReadyTensor>>& by_node, const char* field,
+             ValueOf value_of, std::vector<std::string>& problems) {
+  std::map<std::string, std::vector<std::uint32_t>> nodes_by_value;
+  for (std::uint32_t n = 0; n < by_node.size(); ++n)
+    if (by_node[n]) nodes_by_value[value_of(*by_node[n])].push_back(n);
+  if (nodes_by_value.size() < 2) return;
+  std::string text = std::string(field) + ": ";
+  bool first = true;
+  for (const auto& [value, nodes] : nodes_by_value) {
+    if (!first) text += ", ";
+    first = false;
+    text += (nodes.size() == 1 ? "node " : "nodes ") + rank_list(nodes) +
+            (nodes.size() == 1 ? " says " : " say ") + value;
+  }
+  problems.push_back(std::move(text));
+}
+
+std::uint64_t bytes_of(const peer_wire::ReadyTensor& t) { return t.count * dtype_size(t.dtype); }
+
+}  // namespace
+
+std::string disagreement(const std::string& name,
+                         const std::vector<std::optional<peer_wire::ReadyTensor>>& by_node) {
+  std::vector<std::string> problems;
+  compare(by_node, "collective", [](const auto& t) {
+    return std::string(wire::collective_kind_name(t.kind));
+  }, problems);
+  if (problems.empty()) {
+    compare(by_node, "dtype", [](const auto& t) { return std::string(dtype_name(t.dtype)); }, problems);
+    compare(by_node, "count", [](const auto& t) { return std::to_string(t.count); }, problems);
+    const auto kind = std::find_if(by_node.begin(), by_node.end(), [](const auto& t) { return t.has_value(); });
+    if (kind != by_node.end() && (*kind)->kind == wire::CollectiveKind::kAllreduce)
+      compare(by_node, "op", [](const auto& t) { return std::string(reduce_op_name(t.op)); }, problems);
+    if (kind != by_node.end() && (*kind)->kind == wire::CollectiveKind::kBroadcast)
+      compare(by_node, "root", [](const auto& t) { return std::to_string(t.root); }, problems);
+  }
+  if (problems.empty()) return "";
+  std::string message = "nodes disagree on tensor '" + name + "': ";
+  for (std::size_t i = 0; i < problems.size(); ++i) message += (i ? "; " : "") + problems[i];
+  return message;
+}
+
+Coordinator::Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold_bytes)
+    : num_nodes_(num_nodes), fusion_threshold_(fusion_threshold_bytes) {}
+
+void Coordinator::add_ready(std::uint32_t node, const std::vector<peer_wire::ReadyTensor>& tensors,
+                            Clock::time_point now) {
+  if (node >= num_nodes_) return;
+  for (const auto& t : tensors) {
+    auto [it, inserted] = table_.try_emplace(t.name);
+    Entry& e = it->second;
+    if (inserted) {
+      e.arrival = next_arrival_++;
+      e.first_seen = now;
+      e.by_node.resize(num_nodes_);
+    }
+    if (e.by_node[node]) {
+      e.duplicate = "node " + std::to_string(node) + " submitted tensor '" + t.name +
+                    "' again before it ran";
+      continue;
+    }
+    e.by_node[node] = t;
+    ++e.reported;
+  }
+}
+
+peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle) {
+  peer_wire::Plan plan{epoch, cycle, {}, {}};
+  // Ready everywhere, in arrival order.
+  std::vector<std::pair<std::uint64_t, std::string>> ready;
+  for (const auto& [name, e] : table_)
+    if (e.reported == num_nodes_) ready.emplace_back(e.arrival, name);
+  std::sort(ready.begin(), ready.end());
+
+  std::optional<std::size_t> open;  // index of the allreduce still taking fused tensors
+  std::uint64_t open_bytes = 0;
+  for (const auto& [arrival, name] : ready) {
+    Entry& e = table_.at(name);
+    std::string problem = !e.duplicate.empty() ? e.duplicate : disagreement(name, e.by_node);
+    if (!problem.empty()) {
+      plan.errors.push_back({name, std::move(problem)});
+      table_.erase(name);
+      continue;
+    }
+    const peer_wire::ReadyTensor& t = *e.by_node.front();
+    const std::uint64_t bytes = bytes_of(t);
+    const bool fusable = t.kind == wire::CollectiveKind::kAllreduce && fusion_threshold_ > 0;
+    peer_wire::Operation* fused = open ? &plan.operations[*open] : nullptr;
+    if (fusable && fused && fused->dtype == t.dtype && fused->op == t.op &&
+        open_bytes + bytes <= fusion_threshold_) {
+      fused->names.push_back(name);
+      fused->counts.push_back(t.count);
+      open_bytes += bytes;
+    } else {
+      plan.operations.push_back({next_sequence_++, t.kind, t.dtype, t.op, t.root, {name}, {t.count}});
+      open = fusable ? std::optional<std::size_t>(plan.operations.size() - 1) : std::nullopt;
+      open_bytes = bytes;
+    }
+    table_.erase(name);
+  }
+  return plan;
+}
+
+std::vector<Coordinator::Stall> Coordinator::stalled(Clock::time_point now,
+                                                     Clock::duration age) const {
+  std::vector<Stall> out;
+  for (const auto& [name, e] : table_) {
+    if (e.reported == num_nodes_ || now - e.first_seen < age) continue;
+    Stall s{name, {}, {}, now - e.first_seen};
+    for (std::uint32_t n = 0; n < num_nodes_; ++n) (e.by_node[n] ? s.ready_nodes : s.missing_nodes).push_back(n);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace ringsync::service::negotiation

@@ -1,0 +1,68 @@
+// Negotiation on the coordinator (node 0): which tensors are ready on every
+// node, whether the nodes agree on them, and in which order and fusion groups
+// every node runs them (Horovod's controller). Pure bookkeeping: the control
+// plane feeds it ReadyLists and sends out the Plans it makes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/peer_wire.h"
+
+namespace ringsync::service::negotiation {
+
+using Clock = std::chrono::steady_clock;
+
+class Coordinator {
+ public:
+  // fusion_threshold_bytes: ready allreduces of one dtype and op are packed into
+  // one operation up to this many bytes (0 disables fusion).
+  Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold_bytes);
+
+  // Records that `node` has these tensors ready (all its local ranks submitted).
+  // A node reporting a name twice before it ran is an error for that tensor.
+  void add_ready(std::uint32_t node, const std::vector<peer_wire::ReadyTensor>& tensors,
+                 Clock::time_point now);
+
+  // Takes every tensor ready on all nodes, in the order the coordinator first
+  // heard of them: the ones the nodes agree on become operations (fused where
+  // possible), the others errors naming the field and the nodes.
+  peer_wire::Plan plan(std::uint64_t epoch, std::uint64_t cycle);
+
+  struct Stall {
+    std::string name;
+    std::vector<std::uint32_t> ready_nodes;
+    std::vector<std::uint32_t> missing_nodes;
+    Clock::duration waited{};
+  };
+  // Tensors some nodes reported and others not, for at least `age`.
+  std::vector<Stall> stalled(Clock::time_point now, Clock::duration age) const;
+
+  std::size_t pending() const { return table_.size(); }
+
+ private:
+  struct Entry {
+    std::uint64_t arrival = 0;  // order of first report
+    Clock::time_point first_seen;
+    std::vector<std::optional<peer_wire::ReadyTensor>> by_node;
+    std::size_t reported = 0;
+    std::string duplicate;  // a node reported it twice: the message
+  };
+
+  std::uint32_t num_nodes_;
+  std::uint64_t fusion_threshold_;
+  std::uint64_t next_arrival_ = 0;
+  std::uint32_t next_sequence_ = 1;
+  std::map<std::string, Entry> table_;
+};
+
+// "tensor 'w': nodes disagree on count: node 0 says 10, nodes 1,2 say 12", or
+// "" when every node's report matches.
+std::string disagreement(const std::string& name,
+                         const std::vector<std::optional<peer_wire::ReadyTensor>>& by_node);
+
+}  // namespace ringsync::service::negotiation
