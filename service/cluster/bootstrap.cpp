@@ -138,8 +138,11 @@ asio::awaitable<Result<Membership>> coordinate(const BootstrapConfig& c, tcp::ac
   }
   peer_wire::Roster roster{1, {}};
   for (std::uint32_t r = 0; r < n; ++r) roster.entries.push_back({r, (*addresses)[r]});
-  for (auto& link : *joined)
-    if (link) link->send(roster);
+  for (auto& link : *joined) {
+    if (!link) continue;
+    link->send(roster);
+    link->set_handlers({}, {});  // the hello handler holds `joined`; the caller sets its own
+  }
   Membership m;
   m.ucx_addresses = *addresses;
   m.workers = *joined;
@@ -207,6 +210,7 @@ asio::awaitable<Result<Membership>> join(const BootstrapConfig& c) {
                                   seconds(c.join_timeout) + " (other nodes missing?)");
       }
       if (!(*result)->ok()) link->close((*result)->status());
+      link->set_handlers({}, {});  // they hold `result`; the caller sets its own
       co_return std::move(**result);
     }
     last_error = ec.message();

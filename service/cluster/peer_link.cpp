@@ -61,6 +61,7 @@ void PeerLink::close(const Status& why) {
   socket_.close(ec);
   wake_writer_.cancel();
   heartbeat_timer_.cancel();
+  on_message_ = nullptr;  // handlers may hold whoever holds this link: break the cycle
   if (auto handler = std::move(on_closed_)) handler(why);
 }
 

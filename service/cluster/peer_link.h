@@ -38,6 +38,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // Closes at once; on_closed runs with `why` unless it already ran.
   void close(const Status& why);
   // Replaces the handlers (e.g. when bootstrap hands the link to the ring).
+  // Empty handlers are allowed: messages are then dropped.
   void set_handlers(OnMessage on_message, OnClosed on_closed);
 
   const std::string& peer_name() const { return peer_name_; }
