@@ -1,0 +1,68 @@
+// One node's UCX machinery: a UCP context (tag matching + wakeup) and one
+// worker on it, in single-thread mode. The worker's address is packed into bytes
+// at creation, for the control plane to send to the other nodes; a UcxTransport
+// is then built from this context and every node's address.
+//
+// UCX also reads its UCX_* environment variables; the options below override
+// them where set, so a daemon's own configuration wins.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ringsync::service::transport {
+
+struct UcxOptions {
+  // UCX_TLS: comma list of transports, e.g. "tcp,self" or "tcp,sm,self".
+  // Empty leaves UCX's choice (its environment, else every transport).
+  std::string transports;
+  // UCX_NET_DEVICES: network devices, e.g. "lo" or "eth0". Empty leaves UCX's choice.
+  std::string net_devices;
+  // Endpoints run in peer-failure mode, which this UCX (1.13) refuses for its
+  // shared-memory transports unless they are told to handle errors
+  // (UCX_MM_ERROR_HANDLING). true allows them; false leaves UCX's setting, and
+  // then same-host peers talk over tcp.
+  bool shm_error_handling = true;
+  // UCX_TCP_CONN_NB: connect tcp endpoints without blocking. With this UCX's
+  // default (blocking), two nodes that connect to each other at the same moment
+  // (every bootstrap) intermittently get "connection refused": the endpoint
+  // cannot be created, or UCX aborts on an internal assertion. Measured: 2-4 %
+  // of two-process start-ups failed blocking, none of 900 non-blocking.
+  bool tcp_nonblocking_connect = true;
+};
+
+// Status for a failed UCX call: "<what>: <UCX's words> (UCX status <n>)".
+Status ucx_error(ucs_status_t status, const std::string& what);
+
+class UcxContext {
+ public:
+  // Reads UCX's configuration, applies `options`, creates the context, the worker
+  // and its wakeup descriptor, and packs the worker address.
+  static Result<std::unique_ptr<UcxContext>> create(const UcxOptions& options);
+  ~UcxContext();
+  UcxContext(const UcxContext&) = delete;
+  UcxContext& operator=(const UcxContext&) = delete;
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  // The worker's wakeup descriptor (owned by UCX: never close it).
+  int event_fd() const { return event_fd_; }
+  // The packed worker address, for the other nodes' UcxTransport.
+  const std::vector<std::byte>& address() const { return address_; }
+
+ private:
+  UcxContext() = default;
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;
+  std::vector<std::byte> address_;
+};
+
+}  // namespace ringsync::service::transport
