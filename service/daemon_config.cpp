@@ -82,16 +82,6 @@ const std::vector<config::Tunable>& daemon_tunables() {
 
 std::map<std::string, std::string> daemon_environment() { return config::environment_snapshot({"XDG_RUNTIME_DIR"}); }
 
-std::string default_socket_path(const std::map<std::string, std::string>& env, unsigned uid) {
-  if (auto it = env.find("XDG_RUNTIME_DIR"); it != env.end() && it->second.starts_with('/')) {
-    std::string dir = it->second;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    return dir + "/ringsync/ringsyncd.sock";
-  }
-  if (uid == 0) return "/run/ringsync/ringsyncd.sock";
-  return "/tmp/ringsync-" + std::to_string(uid) + "/ringsyncd.sock";
-}
-
 Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   DaemonConfig d;
 

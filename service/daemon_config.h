@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/socket_path.h"
 #include "common/status.h"
 
 namespace ringsync::service {
@@ -60,7 +61,7 @@ std::map<std::string, std::string> daemon_environment();
 
 // The socket path used when --socket is not given. `env` supplies XDG_RUNTIME_DIR
 // (ignored unless it is an absolute path).
-std::string default_socket_path(const std::map<std::string, std::string>& env, unsigned uid);
+using ringsync::default_socket_path;  // common/socket_path.h, shared with the client
 
 // Resolves the defaults that depend on the host (socket path from cfg.environment()
 // and the user id, reduce threads from the core count) and checks the values

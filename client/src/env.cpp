@@ -70,12 +70,6 @@ Environment process_environment() {
   return env;
 }
 
-std::string default_socket_path(const Environment& env, uid_t uid) {
-  if (auto dir = lookup(env, kRuntimeDirEnv)) return *dir + "/ringsync/ringsyncd.sock";
-  if (uid == 0) return "/run/ringsync/ringsyncd.sock";
-  return "/tmp/ringsync-" + std::to_string(uid) + "/ringsyncd.sock";
-}
-
 Result<Settings> resolve_settings(const rs_config_t* config, const Environment& env, uid_t uid) {
   Settings s;
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "common/socket_path.h"
 #include "common/status.h"
 #include "ringsync/ringsync.h"
 
@@ -30,9 +31,8 @@ struct Settings {
 // XDG_RUNTIME_DIR from the process environment (the ones that are set).
 Environment process_environment();
 
-// Where the daemon listens by default: $XDG_RUNTIME_DIR/ringsync/ringsyncd.sock,
-// else /run/ringsync/ringsyncd.sock for root, else /tmp/ringsync-<uid>/ringsyncd.sock.
-std::string default_socket_path(const Environment& env, uid_t uid);
+// Where the daemon listens by default (common/socket_path.h, shared with ringsyncd).
+using ringsync::default_socket_path;
 
 // Fills the unset fields of `config` (NULL: all of them) from `env` and the
 // defaults. Without any rank or size anywhere the process is rank 0 of 1.

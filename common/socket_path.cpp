@@ -1,0 +1,15 @@
+#include "common/socket_path.h"
+
+namespace ringsync {
+
+std::string default_socket_path(const std::map<std::string, std::string>& env, unsigned uid) {
+  if (auto it = env.find("XDG_RUNTIME_DIR"); it != env.end() && it->second.starts_with('/')) {
+    std::string dir = it->second;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir + "/ringsync/ringsyncd.sock";
+  }
+  if (uid == 0) return "/run/ringsync/ringsyncd.sock";
+  return "/tmp/ringsync-" + std::to_string(uid) + "/ringsyncd.sock";
+}
+
+}  // namespace ringsync
