@@ -55,7 +55,8 @@ struct Encoder {
     auto msg = b.CreateString(m.status.message());
     auto version = b.CreateString(m.daemon_version);
     return {fb::Body::HelloReply,
-            fb::CreateHelloReply(b, to_fb(m.status.code()), msg, m.protocol_version, version)
+            fb::CreateHelloReply(b, to_fb(m.status.code()), msg, m.protocol_version, version,
+                                 m.node_rank, m.num_nodes)
                 .Union()};
   }
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const AllocBuffer& m) {
@@ -172,7 +173,12 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       const auto* m = frame->body_as_HelloReply();
       auto status = status_from(m->status(), m->message());
       if (!status) return unknown_status(m->status());
-      return Message(HelloReply{*status, m->protocol_version(), str(m->daemon_version())});
+      if (m->num_nodes() == 0 || m->node_rank() >= m->num_nodes())
+        return Status::ProtocolError("hello reply: node rank " + std::to_string(m->node_rank()) +
+                                     " is not below the node count " +
+                                     std::to_string(m->num_nodes()));
+      return Message(HelloReply{*status, m->protocol_version(), str(m->daemon_version()),
+                                m->node_rank(), m->num_nodes()});
     }
     case fb::Body::AllocBuffer: {
       const auto* m = frame->body_as_AllocBuffer();

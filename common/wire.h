@@ -38,6 +38,8 @@ struct HelloReply {
   Status status;
   std::uint32_t protocol_version = kProtocolVersion;
   std::string daemon_version;
+  std::uint32_t node_rank = 0;  // multi-node jobs: this node's rank
+  std::uint32_t num_nodes = 1;
 };
 
 struct AllocBuffer {

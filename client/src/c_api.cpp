@@ -190,6 +190,10 @@ void rs_disconnect(rs_context_t* ctx) noexcept {
 int rs_local_rank(const rs_context_t* ctx) noexcept { return ctx ? ctx->impl->local_rank() : -1; }
 
 int rs_local_size(const rs_context_t* ctx) noexcept { return ctx ? ctx->impl->local_size() : -1; }
+int rs_rank(const rs_context_t* ctx) noexcept { return ctx ? ctx->impl->rank() : -1; }
+int rs_size(const rs_context_t* ctx) noexcept { return ctx ? ctx->impl->size() : -1; }
+int rs_node_rank(const rs_context_t* ctx) noexcept { return ctx ? ctx->impl->node_rank() : -1; }
+int rs_num_nodes(const rs_context_t* ctx) noexcept { return ctx ? ctx->impl->num_nodes() : -1; }
 
 rs_status_t rs_alloc(rs_context_t* ctx, size_t bytes, void** out) noexcept {
   return guarded("rs_alloc", [&] {

@@ -54,8 +54,11 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings) {
   RS_LOG(debug, "client") << "rank " << settings.local_rank << "/" << settings.local_size
                           << " of job '" << settings.job_id << "' connected to ringsyncd "
                           << reply->daemon_version << " at " << settings.socket_path;
-  return std::unique_ptr<Context>(
+  auto context = std::unique_ptr<Context>(
       new Context(settings, std::move(*connection), reply->daemon_version));
+  context->node_rank_ = static_cast<int>(reply->node_rank);
+  context->num_nodes_ = static_cast<int>(reply->num_nodes);
+  return context;
 }
 
 Context::Context(Settings settings, std::unique_ptr<Connection> connection,

@@ -38,6 +38,11 @@ class Context {
 
   int local_rank() const { return settings_.local_rank; }
   int local_size() const { return settings_.local_size; }
+  // Across the job: node_rank * local_size + local_rank, of num_nodes * local_size.
+  int rank() const { return node_rank_ * settings_.local_size + settings_.local_rank; }
+  int size() const { return num_nodes_ * settings_.local_size; }
+  int node_rank() const { return node_rank_; }
+  int num_nodes() const { return num_nodes_; }
   const std::string& daemon_version() const { return daemon_version_; }
 
   // A shared buffer of `bytes` (> 0) from the daemon, mapped here.
@@ -92,6 +97,8 @@ class Context {
   const Settings settings_;
   const std::unique_ptr<Connection> connection_;
   const std::string daemon_version_;
+  int node_rank_ = 0;
+  int num_nodes_ = 1;
   SharedBuffers buffers_;
   StagingPool pool_;
   std::atomic<std::uint64_t> next_request_id_{1};

@@ -103,6 +103,16 @@ RINGSYNC_API void rs_disconnect(rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 RINGSYNC_API int rs_local_rank(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 RINGSYNC_API int rs_local_size(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 
+/* Across a multi-node job (the daemon says which node this is): the global rank
+ * node_rank * local_size + local_rank, and the job's size num_nodes * local_size.
+ * On a daemon serving one node, rank = local rank and size = local size.
+ * Broadcast roots are global ranks; allgather results are ordered by global rank.
+ * -1 for a NULL ctx. */
+RINGSYNC_API int rs_rank(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
+RINGSYNC_API int rs_size(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
+RINGSYNC_API int rs_node_rank(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
+RINGSYNC_API int rs_num_nodes(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
+
 /* Allocates `bytes` (> 0) of shared memory from the daemon, mapped into this process.
  * Collectives whose data lie inside such buffers cost zero copies. */
 RINGSYNC_API rs_status_t rs_alloc(rs_context_t* ctx, size_t bytes, void** out) RINGSYNC_NOEXCEPT;

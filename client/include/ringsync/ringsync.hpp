@@ -243,6 +243,10 @@ class Context {
   rs_context_t* get() const noexcept { return ctx_.get(); }
   int local_rank() const noexcept { return rs_local_rank(ctx_.get()); }
   int local_size() const noexcept { return rs_local_size(ctx_.get()); }
+  int rank() const noexcept { return rs_rank(ctx_.get()); }
+  int size() const noexcept { return rs_size(ctx_.get()); }
+  int node_rank() const noexcept { return rs_node_rank(ctx_.get()); }
+  int num_nodes() const noexcept { return rs_num_nodes(ctx_.get()); }
 
   template <Element T>
   SharedBuffer<T> alloc(std::size_t count) {
