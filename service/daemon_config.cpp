@@ -48,6 +48,61 @@ Status bytes_in_range(const config::Config& cfg, std::string_view name, std::uin
   return Status::Ok();
 }
 
+Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
+  const std::string hostfile = cfg.get_string("hostfile");
+  const std::string hosts = cfg.get_string("hosts");
+  if (!hostfile.empty() && !hosts.empty())
+    return Status::InvalidArgument("give the nodes with --hostfile or with --hosts, not both");
+  if (!hostfile.empty()) {
+    auto nodes = read_hostfile(hostfile);
+    if (!nodes.ok()) return Status::InvalidArgument(nodes.status().message() + from(cfg, "hostfile"));
+    c.nodes = std::move(nodes).value();
+  } else if (!hosts.empty()) {
+    auto nodes = parse_host_list(hosts);
+    if (!nodes.ok()) return Status::InvalidArgument(nodes.status().message() + from(cfg, "hosts"));
+    c.nodes = std::move(nodes).value();
+  }
+  for (const auto& node : c.nodes)
+    if (node.slots != c.nodes.front().slots)
+      return Status::InvalidArgument("every node of a job must have the same slots: " + node.host + " has " +
+                                     std::to_string(node.slots) + ", " + c.nodes.front().host + " has " +
+                                     std::to_string(c.nodes.front().slots));
+  const std::int64_t rank = cfg.get_int("node-rank");
+  if (rank < 0 || (c.enabled() && rank >= static_cast<std::int64_t>(c.nodes.size())) ||
+      (!c.enabled() && rank != 0))
+    return Status::InvalidArgument("node-rank " + std::to_string(rank) + " is not in the host list (" +
+                                   std::to_string(c.nodes.size()) + " node(s))" + from(cfg, "node-rank"));
+  c.node_rank = static_cast<std::uint32_t>(rank);
+  c.control_address = cfg.get_string("control-address");
+  c.job_id = cfg.get_string("job-id");
+  if (c.job_id.empty() || c.job_id.size() > 256)
+    return Status::InvalidArgument("job-id must be 1 to 256 bytes" + from(cfg, "job-id"));
+  c.token = cfg.get_string("job-token");
+  RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "join-timeout", c.join_timeout));
+  RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "heartbeat-interval", c.heartbeat_interval));
+  RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "peer-timeout", c.peer_timeout));
+  if (c.peer_timeout < 2 * c.heartbeat_interval)
+    return Status::InvalidArgument("peer-timeout must be at least twice heartbeat-interval, or a healthy "
+                                   "peer would be declared lost" + from(cfg, "peer-timeout"));
+  c.cycle_time = cfg.get_duration("cycle-time");
+  if (c.cycle_time.count() < 0 || c.cycle_time > std::chrono::seconds(1))
+    return Status::InvalidArgument("cycle-time must be between 0 and 1s" + from(cfg, "cycle-time"));
+  c.fusion_threshold_bytes = cfg.get_bytes("fusion-threshold");
+  const std::int64_t cache = cfg.get_int("response-cache");
+  if (cache < 0 || cache > (1 << 20))
+    return Status::InvalidArgument("response-cache must be between 0 and 1048576" + from(cfg, "response-cache"));
+  c.response_cache_capacity = static_cast<std::size_t>(cache);
+  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "ring-chunk-bytes", 4096, std::uint64_t{1} << 30, c.ring_chunk_bytes));
+  const std::int64_t window = cfg.get_int("ring-window");
+  if (window < 1 || window > 64)
+    return Status::InvalidArgument("ring-window must be between 1 and 64" + from(cfg, "ring-window"));
+  c.ring_window = static_cast<std::uint32_t>(window);
+  c.ucx_transports = cfg.get_string("ucx-transports");
+  c.ucx_net_devices = cfg.get_string("ucx-net-devices");
+  c.timeline_path = cfg.get_string("timeline");
+  return Status::Ok();
+}
+
 }  // namespace
 
 const std::vector<config::Tunable>& daemon_tunables() {
@@ -76,6 +131,38 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "Subsystems that log: a comma list, all, or ^name to exclude one (e.g. ^ucx,^shm)."},
       {"handshake-timeout", Kind::kDuration, "10s", "seconds",
        "A connection that has not said hello by then is closed."},
+      {"hostfile", Kind::kPath, "", "",
+       "Multi-node job: one line per node, 'host[:port] slots=L', in node-rank order. Without "
+       "--hostfile or --hosts the daemon serves this node alone."},
+      {"hosts", Kind::kString, "", "", "Multi-node job as a list instead of a file: host:slots,host:slots."},
+      {"node-rank", Kind::kInt, "0", "rank", "This node's place (line) in the host list."},
+      {"control-address", Kind::kString, "", "",
+       "HOST:PORT the control plane listens on; default this node's host list entry (port 29517 "
+       "when the entry has none)."},
+      {"job-id", Kind::kString, "default", "",
+       "Multi-node job id: every daemon of the job and its trainers (RINGSYNC_JOB_ID) use the same."},
+      {"job-token", Kind::kString, "", "",
+       "Shared secret every daemon of the job must present; peers with another token are refused."},
+      {"join-timeout", Kind::kDuration, "60s", "seconds",
+       "How long forming the ring waits for every node; then waiting collectives fail naming the "
+       "missing nodes."},
+      {"heartbeat-interval", Kind::kDuration, "500ms", "seconds", "Heartbeats between daemons."},
+      {"peer-timeout", Kind::kDuration, "5s", "seconds",
+       "A peer daemon silent for this long is lost: the job's collectives fail with 'peer lost'."},
+      {"cycle-time", Kind::kDuration, "1ms", "seconds",
+       "Negotiation cycle: tensors that become ready within one cycle are planned (and fused) together."},
+      {"fusion-threshold", Kind::kBytes, "128MiB", "bytes",
+       "Ready allreduces of one dtype and op are fused into one ring operation up to this size; 0 "
+       "disables fusion."},
+      {"response-cache", Kind::kInt, "1024", "tensors",
+       "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
+      {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},
+      {"ring-window", Kind::kInt, "4", "chunks", "Ring chunks in flight each way."},
+      {"ucx-transports", Kind::kString, "tcp,self", "",
+       "UCX transports between daemons (UCX_TLS), e.g. tcp,self or rc,self; empty leaves UCX's choice."},
+      {"ucx-net-devices", Kind::kString, "", "", "UCX network devices (UCX_NET_DEVICES); empty leaves UCX's choice."},
+      {"timeline", Kind::kPath, "", "",
+       "When set, a Chrome-trace JSON timeline of every collective's phases is written to this file."},
   };
   return table;
 }
@@ -130,6 +217,7 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   if (!filter.ok()) return Status::InvalidArgument(filter.status().message() + from(cfg, "log-subsys"));
   d.log_subsys = filter.value().to_string();
 
+  RINGSYNC_RETURN_IF_ERROR(cluster_config_from(cfg, d.cluster));
   return d;
 }
 

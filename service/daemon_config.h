@@ -13,10 +13,37 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/hostfile.h"
 #include "common/socket_path.h"
 #include "common/status.h"
 
 namespace ringsync::service {
+
+// Multi-node settings (docs/cluster.md). Without --hostfile or --hosts the daemon
+// serves its node alone and none of this is used.
+struct ClusterConfig {
+  // Every node of the job by node rank (--hostfile, or --hosts a:4,b:4); empty
+  // when the daemon runs alone. Every node's slots must be equal.
+  std::vector<HostEntry> nodes;
+  std::uint32_t node_rank = 0;     // --node-rank: this daemon's line in the list
+  std::string control_address;     // --control-address, default this node's entry
+  std::string job_id;              // --job-id, default "default": trainers' job id
+  std::string token;               // --job-token: shared secret, "" for none
+  std::chrono::nanoseconds join_timeout{0};        // --join-timeout, default 60s
+  std::chrono::nanoseconds heartbeat_interval{0};  // --heartbeat-interval, 500ms
+  std::chrono::nanoseconds peer_timeout{0};        // --peer-timeout, default 5s
+  std::chrono::nanoseconds cycle_time{0};          // --cycle-time, default 1ms
+  std::uint64_t fusion_threshold_bytes = 0;        // --fusion-threshold, 128MiB
+  std::size_t response_cache_capacity = 0;         // --response-cache, default 1024
+  std::uint64_t ring_chunk_bytes = 0;              // --ring-chunk-bytes, 512KiB
+  std::uint32_t ring_window = 0;                   // --ring-window, default 4
+  std::string ucx_transports;                      // --ucx-transports, "tcp,self"
+  std::string ucx_net_devices;                     // --ucx-net-devices, "" = UCX's
+  std::string timeline_path;                       // --timeline: Chrome trace JSON
+
+  bool enabled() const { return !nodes.empty(); }
+  std::uint32_t slots() const { return nodes.empty() ? 0 : nodes.front().slots; }
+};
 
 struct DaemonConfig {
   // --socket. Default: $XDG_RUNTIME_DIR/ringsync/ringsyncd.sock when XDG_RUNTIME_DIR
@@ -52,6 +79,8 @@ struct DaemonConfig {
   // --handshake-timeout, default 10s: a connection that has not said hello by then
   // is closed.
   std::chrono::nanoseconds client_handshake_timeout{0};
+
+  ClusterConfig cluster;
 };
 
 const std::vector<config::Tunable>& daemon_tunables();

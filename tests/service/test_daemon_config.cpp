@@ -66,7 +66,11 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
   CHECK(names == std::set<std::string>{"socket", "metrics-address", "collective-timeout", "stall-warning",
                                        "max-frame-bytes", "max-client-buffer-bytes", "reduce-threads",
                                        "reduce-chunk-bytes", "ready-file", "log-level", "log-subsys",
-                                       "handshake-timeout"});
+                                       "handshake-timeout", "hostfile", "hosts", "node-rank",
+                                       "control-address", "job-id", "job-token", "join-timeout",
+                                       "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold",
+                                       "response-cache", "ring-chunk-bytes", "ring-window", "ucx-transports",
+                                       "ucx-net-devices", "timeline"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {
