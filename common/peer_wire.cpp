@@ -61,7 +61,7 @@ struct Encoder {
     auto tensor_vector = b.CreateVector(tensors);
     auto cached = b.CreateVector(m.cached);
     return {fb::PeerBody::ReadyList,
-            fb::CreateReadyList(b, m.epoch, m.node_rank, tensor_vector, cached).Union()};
+            fb::CreateReadyList(b, m.epoch, m.node_rank, tensor_vector, cached, m.plans_seen).Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const Plan& m) {
     std::vector<flatbuffers::Offset<fb::Operation>> ops;
@@ -98,6 +98,7 @@ Result<Message> decode_ready_list(const fb::ReadyList& m) {
   ReadyList out;
   out.epoch = m.epoch();
   out.node_rank = m.node_rank();
+  out.plans_seen = m.plans_seen();
   if (m.tensors()) {
     for (const auto* t : *m.tensors()) {
       if (!t || !t->name() || t->name()->size() == 0)

@@ -55,6 +55,7 @@ struct ReadyList {
   std::uint32_t node_rank = 0;
   std::vector<ReadyTensor> tensors;
   std::vector<std::uint64_t> cached;  // response-cache bit vector
+  std::uint64_t plans_seen = 0;       // cycle of the last plan applied
 };
 
 struct Operation {

@@ -114,7 +114,17 @@ asio::awaitable<Result<Membership>> coordinate(const BootstrapConfig& c, tcp::ac
             self->send(peer_wire::PeerHelloReply{true, "", 0, c.ucx_address, 1});
             if (++*count == joined->size()) done->notify();
           },
-          [](const Status&) {});
+          [weak, joined, count, finished](const Status&) {
+            // A node that joined and went away before the roster must be able
+            // to join again (it retries), so its place is freed.
+            if (*finished) return;
+            auto self = weak.lock();
+            for (auto& j : *joined)
+              if (j && j == self) {
+                j.reset();
+                --*count;
+              }
+          });
     }
   }, asio::detached);
 
@@ -140,6 +150,13 @@ asio::awaitable<Result<Membership>> coordinate(const BootstrapConfig& c, tcp::ac
   for (std::uint32_t r = 0; r < n; ++r) roster.entries.push_back({r, (*addresses)[r]});
   for (auto& link : *joined) {
     if (!link) continue;
+    if (link->closed()) {
+      // Left between the last hello and now: the ring cannot form this time.
+      for (auto& other : *joined)
+        if (other) other->close(Status::PeerLost("a node left while the ring formed"));
+      co_return Status::PeerLost("node " + std::to_string(&link - joined->data()) +
+                                 " left while the ring was forming");
+    }
     link->send(roster);
     link->set_handlers({}, {});  // the hello handler holds `joined`; the caller sets its own
   }

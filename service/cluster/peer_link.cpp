@@ -24,6 +24,7 @@ PeerLink::PeerLink(Socket socket, std::string peer_name)
       peer_name_(std::move(peer_name)),
       wake_writer_(socket_.get_executor()),
       heartbeat_timer_(socket_.get_executor()),
+      leave_deadline_(socket_.get_executor()),
       last_heard_(std::chrono::steady_clock::now()) {}
 
 void PeerLink::start(OnMessage on_message, OnClosed on_closed) {
@@ -61,7 +62,21 @@ void PeerLink::close(const Status& why) {
   socket_.close(ec);
   wake_writer_.cancel();
   heartbeat_timer_.cancel();
+  leave_deadline_.cancel();
   on_message_ = nullptr;  // handlers may hold whoever holds this link: break the cycle
+  if (auto handler = std::move(on_closed_)) handler(why);
+}
+
+void PeerLink::goodbye(const Status& why) {
+  if (closed_ || leaving_) return;
+  send(peer_wire::Goodbye{0, why.message()});
+  leaving_ = why;
+  heartbeat_timer_.cancel();
+  on_message_ = nullptr;
+  leave_deadline_.expires_after(std::chrono::seconds(1));
+  leave_deadline_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->close(*self->leaving_);
+  });
   if (auto handler = std::move(on_closed_)) handler(why);
 }
 
@@ -103,6 +118,11 @@ asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*
 asio::awaitable<void> PeerLink::write_loop(std::shared_ptr<PeerLink> /*keepalive*/) {
   while (!closed_) {
     if (queue_.empty()) {
+      if (leaving_) {
+        leave_deadline_.cancel();
+        close(*leaving_);
+        break;
+      }
       boost::system::error_code ec;
       wake_writer_.expires_at(asio::steady_timer::time_point::max());
       co_await wake_writer_.async_wait(asio::redirect_error(use_awaitable, ec));
@@ -127,7 +147,7 @@ asio::awaitable<void> PeerLink::heartbeat_loop(std::shared_ptr<PeerLink> /*keepa
     boost::system::error_code ec;
     heartbeat_timer_.expires_after(interval);
     co_await heartbeat_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
-    if (closed_) break;
+    if (closed_ || leaving_) break;
     const auto silent = std::chrono::steady_clock::now() - last_heard_;
     if (silent > timeout) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();

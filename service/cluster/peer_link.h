@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "common/peer_wire.h"
@@ -37,6 +38,10 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   void send(const peer_wire::Message& message);
   // Closes at once; on_closed runs with `why` unless it already ran.
   void close(const Status& why);
+  // Leaves on purpose: sends Goodbye{why}, runs on_closed(why) now, and closes
+  // once the goodbye is written (or after a short deadline if the peer does not
+  // read). Nothing more is delivered from the peer.
+  void goodbye(const Status& why);
   // Replaces the handlers (e.g. when bootstrap hands the link to the ring).
   // Empty handlers are allowed: messages are then dropped.
   void set_handlers(OnMessage on_message, OnClosed on_closed);
@@ -59,6 +64,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::deque<std::vector<std::uint8_t>> queue_;
   boost::asio::steady_timer wake_writer_;
   boost::asio::steady_timer heartbeat_timer_;
+  boost::asio::steady_timer leave_deadline_;
+  std::optional<Status> leaving_;
   std::chrono::steady_clock::time_point last_heard_;
   std::uint64_t heartbeats_sent_ = 0;
   bool closed_ = false;
