@@ -66,6 +66,7 @@ Status Daemon::start() {
     if (!server.ok()) return server.status();
     metrics_server_ = std::move(server).value();
   }
+  RINGSYNC_RETURN_IF_ERROR(start_cluster());
   RINGSYNC_RETURN_IF_ERROR(write_ready_file());
   signals_.async_wait([this](boost::system::error_code ec, int signal) {
     if (ec) return;
@@ -204,6 +205,7 @@ void Daemon::shutdown() {
   accept_retry_.cancel();
   if (metrics_server_) metrics_server_->stop();
   pool_.cancel();  // queued data movement is skipped; running pieces finish
+  if (cluster_) cluster_->stop(Status::Closed("ringsyncd is shutting down"));
   for (auto& [name, job] : jobs_)
     for (auto& pending : job.take_expired(Clock::time_point::max(), Clock::duration::zero()))
       fail(pending, Status::Closed("ringsyncd is shutting down"), "shutdown");

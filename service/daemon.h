@@ -15,11 +15,13 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "service/cluster/cluster_node.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
 #include "service/job.h"
 #include "service/metrics_http.h"
 #include "service/session.h"
+#include "service/timeline.h"
 #include "service/work_pool.h"
 
 namespace ringsync::service {
@@ -64,7 +66,11 @@ class Daemon {
 
   // Running and answering collectives (daemon_collectives.cpp).
   void execute(PendingCollective collective);
-  void finish(PendingCollective& collective, const Status& status, Clock::time_point ready);
+  void observe_rank_wait(const PendingCollective& collective);
+  void finish(PendingCollective& collective, const Status& status, Clock::time_point ready,
+              std::size_t job_ranks = 0);
+  Status start_cluster();
+  void on_ring_lost(const Status& why);
   void fail(PendingCollective& collective, const Status& status, std::string_view error_kind);
   void update_gauges();
 
@@ -79,6 +85,8 @@ class Daemon {
   DaemonMetrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   WorkPool pool_;
+  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<cluster::ClusterNode> cluster_;  // multi-node jobs only
   std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;
   std::map<std::string, Job> jobs_;
   std::uint64_t next_session_id_ = 1;

@@ -29,11 +29,16 @@ std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
 
 }  // namespace
 
-void Daemon::execute(PendingCollective collective) {
-  const Clock::time_point ready = Clock::now();
+void Daemon::observe_rank_wait(const PendingCollective& collective) {
   for (const auto& s : collective.submissions)
     metrics_.rank_wait.with({std::to_string(s.local_rank)})
         .observe(seconds_between(collective.first_submit, s.submitted));
+  if (timeline_)
+    timeline_->phase(collective.name, "WAIT_FOR_RANKS", collective.first_submit, Clock::now());
+}
+
+void Daemon::execute(PendingCollective collective) {
+  const Clock::time_point ready = Clock::now();
 
   Status agreed = check_agreement(collective);
   if (!agreed.ok()) {
@@ -68,9 +73,9 @@ void Daemon::execute(PendingCollective collective) {
 }
 
 void Daemon::finish(PendingCollective& collective, const Status& status,
-                    Clock::time_point ready) {
+                    Clock::time_point ready, std::size_t job_ranks) {
   const wire::Collective& first = collective.submissions.front().request;
-  const std::size_t ranks = collective.submissions.size();
+  const std::size_t ranks = job_ranks ? job_ranks : collective.submissions.size();
   metrics_.collective_done(first.kind, first.dtype, status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
                            ranks);
@@ -88,6 +93,30 @@ void Daemon::fail(PendingCollective& collective, const Status& status,
   metrics_.collectives.with({wire::collective_kind_name(kind), status_label(status.code())})
       .inc();
   for (auto& s : collective.submissions) s.complete(status);
+}
+
+Status Daemon::start_cluster() {
+  if (!config_.cluster.enabled()) return Status::Ok();
+  if (!config_.cluster.timeline_path.empty()) {
+    auto timeline = Timeline::open(config_.cluster.timeline_path, config_.cluster.node_rank);
+    if (!timeline.ok()) return timeline.status();
+    timeline_ = std::move(timeline).value();
+  }
+  cluster::ClusterNode::Hooks hooks;
+  hooks.fail = [this](PendingCollective& p, const Status& s, std::string_view kind) { fail(p, s, kind); };
+  hooks.succeed = [this](PendingCollective& p, Clock::time_point ready, std::size_t ranks) {
+    finish(p, Status::Ok(), ready, ranks);
+  };
+  hooks.ring_lost = [this](const Status& why) { on_ring_lost(why); };
+  cluster_ = std::make_unique<cluster::ClusterNode>(io_, config_.cluster, pool_, metrics_, timeline_.get(),
+                                                    std::move(hooks));
+  return cluster_->start();
+}
+
+void Daemon::on_ring_lost(const Status& why) {
+  auto it = jobs_.find(config_.cluster.job_id);
+  if (it == jobs_.end()) return;
+  for (auto& pending : it->second.break_with(why.message())) fail(pending, why, "peer_lost");
 }
 
 void Daemon::sweep() {
@@ -115,6 +144,7 @@ void Daemon::sweep() {
                             << elapsed_text(now - pending.first_submit) << " ago";
     }
   }
+  if (cluster_) stalled += cluster_->sweep(now, config_.stall_warning);
   metrics_.stalled_tensors.with().set(static_cast<double>(stalled));
 }
 

@@ -61,6 +61,27 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       errors(r.counter("ringsync_errors_total", "Errors by kind.", {"kind"})),
       ring_nodes(r.gauge("ringsync_ring_nodes", "Nodes in the current ring.")),
       ring_epoch(r.gauge("ringsync_ring_epoch", "Ring membership epoch.")),
+      link_bytes(r.counter("ringsync_link_bytes_total",
+                           "Bytes moved over the ring to (tx) and from (rx) each peer node.",
+                           {"peer", "direction"})),
+      link_bandwidth(r.gauge("ringsync_link_bandwidth_bytes_per_second",
+                             "Recent bytes per second to (tx) and from (rx) each peer node, over "
+                             "the last sweep period.",
+                             {"peer", "direction"})),
+      ring_operations(r.counter("ringsync_ring_operations_total",
+                                "Operations the ring ran (fused tensors count once).", {"op"})),
+      fused_tensors(r.counter("ringsync_fused_tensors_total",
+                              "Tensors that ran inside ring operations.")),
+      negotiation(r.histogram("ringsync_negotiation_seconds",
+                              "Time from a tensor being ready on this node to the coordinator's "
+                              "plan naming it (includes waiting for the other nodes).",
+                              metrics::exponential_buckets(1e-5, 4.0, 12))),
+      cache_hits(r.counter("ringsync_response_cache_hits_total",
+                           "Tensors announced to the coordinator as a response-cache bit.")),
+      cache_misses(r.counter("ringsync_response_cache_misses_total",
+                             "Tensors announced to the coordinator in full.")),
+      peers_lost(r.counter("ringsync_peers_lost_total",
+                           "Times the ring was torn down because a node was lost or left.")),
       build_info(r.gauge("ringsync_build_info", "Build information; the value is always 1.",
                          {"version", "kernel_isa"})) {
   registered_bytes.with({"host"}).set(0);

@@ -35,6 +35,15 @@ struct DaemonMetrics {
   metrics::CounterFamily& errors;             // kind
   metrics::GaugeFamily& ring_nodes;
   metrics::GaugeFamily& ring_epoch;
+  // Multi-node (service/cluster/).
+  metrics::CounterFamily& link_bytes;         // peer, direction
+  metrics::GaugeFamily& link_bandwidth;       // peer, direction
+  metrics::CounterFamily& ring_operations;    // op
+  metrics::CounterFamily& fused_tensors;
+  metrics::HistogramFamily& negotiation;
+  metrics::CounterFamily& cache_hits;
+  metrics::CounterFamily& cache_misses;
+  metrics::CounterFamily& peers_lost;
   metrics::GaugeFamily& build_info;           // version, kernel_isa
 };
 

@@ -71,6 +71,15 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
                                           "]"));
   if (hello.job_id.size() > 256)
     return refuse(Status::InvalidArgument("job id is longer than 256 bytes"));
+  if (cluster_ && hello.job_id != cluster_->job_id())
+    return refuse(Status::InvalidArgument(
+        "this ringsyncd is node " + std::to_string(cluster_->node_rank()) + " of multi-node job '" +
+        cluster_->job_id() + "', not job '" + hello.job_id + "'; set RINGSYNC_JOB_ID=" + cluster_->job_id()));
+  if (cluster_ && hello.local_size != cluster_->slots())
+    return refuse(Status::InvalidArgument(
+        "multi-node job '" + cluster_->job_id() + "' has " + std::to_string(cluster_->slots()) +
+        " slots per node but this client says local size " + std::to_string(hello.local_size) +
+        "; set RINGSYNC_LOCAL_SIZE=" + std::to_string(cluster_->slots())));
   auto [it, created] = jobs_.try_emplace(hello.job_id, hello.job_id, hello.local_size);
   Status joined = it->second.join(hello.local_rank, hello.local_size, hello.pid);
   if (!joined.ok()) {
@@ -82,7 +91,12 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
   RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid
                                << ") joined job '" << hello.job_id << "' as local rank "
                                << hello.local_rank << " of " << hello.local_size;
-  session->send(wire::HelloReply{Status::Ok(), wire::kProtocolVersion, kVersion});
+  wire::HelloReply reply{Status::Ok(), wire::kProtocolVersion, kVersion};
+  if (cluster_) {
+    reply.node_rank = cluster_->node_rank();
+    reply.num_nodes = cluster_->num_nodes();
+  }
+  session->send(reply);
   return Status::Ok();
 }
 
@@ -118,7 +132,10 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
                                    wire::Collective request) {
   const std::uint32_t rank = session->membership->local_rank;
   const std::uint64_t elem = dtype_size(request.dtype);
-  const std::uint64_t ranks = job.local_size();
+  // Broadcast roots and allgather slots are global ranks: node-major.
+  const std::uint64_t node = cluster_ ? cluster_->node_rank() : 0;
+  const std::uint64_t ranks = job.local_size() * (cluster_ ? cluster_->num_nodes() : 1);
+  const std::uint64_t global_rank = node * job.local_size() + rank;
   if (overflows(request.count, elem, ranks))
     return Status::InvalidArgument("count " + std::to_string(request.count) + " is too large");
   std::uint64_t send_bytes = request.count * elem;
@@ -128,9 +145,9 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
     case wire::CollectiveKind::kBroadcast:
       if (request.root >= ranks)
         return Status::InvalidArgument("broadcast root " + std::to_string(request.root) +
-                                       " is not a local rank of job '" + job.id() + "' (size " +
+                                       " is not a rank of job '" + job.id() + "' (size " +
                                        std::to_string(ranks) + ")");
-      if (request.root != rank) send_bytes = 0;  // only the root's data is read
+      if (request.root != global_rank) send_bytes = 0;  // only the root's data is read
       break;
     case wire::CollectiveKind::kAllgather: recv_bytes = send_bytes * ranks; break;
     case wire::CollectiveKind::kBarrier: send_bytes = recv_bytes = 0; break;
@@ -140,7 +157,7 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
   auto recv = session->buffers.resolve(request.recv, recv_bytes, "receive");
   if (!recv.ok()) return recv.status();
   const bool in_place_allgather = request.kind == wire::CollectiveKind::kAllgather &&
-                                  send->data == recv->data + rank * send_bytes;
+                                  send->data == recv->data + global_rank * send_bytes;
   // In place means send == recv, except for allgather, where it means send is
   // this rank's own slot of recv. Any other overlap would read data already
   // overwritten by another rank's contribution.
@@ -185,7 +202,13 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
     return reject(ready.status(), ready.status().code() == StatusCode::kPeerLost
                                       ? "peer_lost"
                                       : "invalid_argument");
-  if (ready->has_value()) execute(std::move(**ready));
+  if (!ready->has_value()) return;
+  observe_rank_wait(**ready);
+  if (cluster_) {
+    cluster_->local_ready(std::move(**ready));
+  } else {
+    execute(std::move(**ready));
+  }
 }
 
 void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {

@@ -79,6 +79,14 @@ Result<std::optional<PendingCollective>> Job::submit(Submission submission) {
   return ready;
 }
 
+std::vector<PendingCollective> Job::break_with(const std::string& why) {
+  if (!broken_) broken_ = why;
+  std::vector<PendingCollective> orphaned;
+  for (auto& [name, pending] : pending_) orphaned.push_back(std::move(pending));
+  pending_.clear();
+  return orphaned;
+}
+
 std::vector<PendingCollective> Job::take_expired(Clock::time_point now, Clock::duration timeout) {
   std::vector<PendingCollective> expired;
   for (auto it = pending_.begin(); it != pending_.end();) {

@@ -38,6 +38,10 @@ class Job {
   // once every rank has submitted it; nullopt while others are still missing.
   Result<std::optional<PendingCollective>> submit(Submission submission);
 
+  // Breaks the job (the ring it runs on was lost): returns every pending
+  // collective, and new ones fail with `why` until every rank has gone.
+  std::vector<PendingCollective> break_with(const std::string& why);
+
   // Takes out the collectives that have waited longer than `timeout`.
   std::vector<PendingCollective> take_expired(Clock::time_point now, Clock::duration timeout);
 

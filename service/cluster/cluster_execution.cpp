@@ -1,0 +1,144 @@
+// Running planned operations: gather the local ranks' data into the ring
+// buffer (WorkPool), run the ring (RingEngine), copy the result back to every
+// local rank (WorkPool), answer them. Up to kMaxInFlight operations overlap
+// (tags keep their messages apart), in plan order.
+#include <boost/asio/post.hpp>
+
+#include "common/log.h"
+#include "service/cluster/cluster_node.h"
+#include "service/cluster/node_operation.h"
+#include "service/ring/allgather.h"
+#include "service/ring/allreduce.h"
+#include "service/ring/broadcast.h"
+#include "service/timeline.h"
+
+namespace ringsync::service::cluster {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr std::size_t kMaxInFlight = 2;
+
+const char* ring_phase(wire::CollectiveKind kind) {
+  switch (kind) {
+    case wire::CollectiveKind::kAllreduce: return "RING_ALLREDUCE";
+    case wire::CollectiveKind::kBroadcast: return "RING_BROADCAST";
+    case wire::CollectiveKind::kAllgather: return "RING_ALLGATHER";
+    case wire::CollectiveKind::kBarrier: return "BARRIER";
+  }
+  return "RING";
+}
+
+}  // namespace
+
+void ClusterNode::start_operations() {
+  while (in_flight_ < kMaxInFlight && !queued_.empty()) {
+    auto running = std::move(queued_.front());
+    queued_.pop_front();
+    begin(std::move(running));
+  }
+}
+
+void ClusterNode::begin(std::shared_ptr<Running> running) {
+  const peer_wire::Operation& op = running->op;
+  running->started = Clock::now();
+  metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
+  metrics_.fused_tensors.with().inc(static_cast<double>(op.names.size()));
+  if (op.kind == wire::CollectiveKind::kBarrier) {
+    // The plan itself is the barrier: node 0 planned it once every node was ready.
+    complete(std::move(running), Status::Ok());
+    return;
+  }
+  ++in_flight_;
+  running->engine = engine_;
+  OperationShape shape{op.kind, op.dtype, op.op, op.root, config_.node_rank, num_nodes(), slots()};
+  std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
+  std::vector<std::vector<Contribution>> tensors;
+  for (const auto& t : running->tensors) {
+    std::vector<Contribution> ranks;
+    for (const auto& s : t.submissions) ranks.push_back(s.where);
+    tensors.push_back(std::move(ranks));
+  }
+  running->work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
+                                                   config_.ring_chunk_bytes);
+  auto work = running->work;
+  pool_.run(
+      work->gather_pieces(), [work](std::size_t i) { work->gather_piece(i); },
+      [this, running] { asio::post(io_, [this, running] { run_ring(running); }); });
+}
+
+void ClusterNode::run_ring(std::shared_ptr<Running> running) {
+  if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
+  if (timeline_)
+    for (const auto& name : running->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
+  if (!running->engine) return complete(running, Status::PeerLost("the ring was lost before the operation ran"));
+  const peer_wire::Operation& op = running->op;
+  ring::RingOptions options;
+  options.sequence = op.sequence;
+  options.chunk_bytes = config_.ring_chunk_bytes;
+  options.window = config_.ring_window;
+  const std::size_t divisor = static_cast<std::size_t>(num_nodes()) * slots();
+  const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, slots());
+  auto work = running->work;
+  const Clock::time_point ring_start = Clock::now();
+  RingEngine::MakeTask make = [work, options, divisor, root_node](transport::Transport& t)
+      -> std::unique_ptr<ring::Task> {
+    const auto& s = work->shape();
+    switch (s.kind) {
+      case wire::CollectiveKind::kBroadcast:
+        return std::make_unique<ring::Broadcast>(t, work->buffer(), work->buffer_count(), s.dtype,
+                                                 static_cast<int>(root_node), options);
+      case wire::CollectiveKind::kAllgather:
+        return std::make_unique<ring::Allgather>(t, work->buffer(), work->buffer_count(), s.dtype, options);
+      default:
+        return std::make_unique<ring::Allreduce>(t, work->buffer(), work->buffer_count(), s.dtype, s.op,
+                                                 divisor, options);
+    }
+  };
+  running->engine->run(std::move(make), [this, running, ring_start](const Status& status) {
+    if (timeline_)
+      for (const auto& name : running->op.names)
+        timeline_->phase(name, ring_phase(running->op.kind), ring_start, Clock::now());
+    if (!status.ok()) {
+      // The first node to see a ring failure tears the ring down for everyone.
+      if (formed_ && epoch_ != 0) lose(status);
+      complete(running, status);
+      return;
+    }
+    scatter(running);
+  });
+}
+
+void ClusterNode::scatter(std::shared_ptr<Running> running) {
+  auto work = running->work;
+  const Clock::time_point start = Clock::now();
+  pool_.run(
+      work->scatter_pieces(), [work](std::size_t i) { work->scatter_piece(i); },
+      [this, running, start] {
+        asio::post(io_, [this, running, start] {
+          if (timeline_)
+            for (const auto& name : running->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
+          complete(running, pool_.cancelled() ? Status::Closed("ringsyncd shut down during the collective")
+                                              : Status::Ok());
+        });
+      });
+}
+
+void ClusterNode::complete(std::shared_ptr<Running> running, const Status& status) {
+  if (running->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
+  running->work.reset();
+  running->engine.reset();  // the last operation of a lost ring lets its engine go
+  const std::size_t ranks = static_cast<std::size_t>(num_nodes()) * slots();
+  for (std::size_t i = 0; i < running->tensors.size(); ++i) {
+    if (status.ok()) {
+      hooks_.succeed(running->tensors[i], running->ready_at[i], ranks);
+    } else {
+      hooks_.fail(running->tensors[i], status,
+                  status.code() == StatusCode::kPeerLost ? "peer_lost" : status_label(status.code()));
+    }
+  }
+  start_operations();
+}
+
+}  // namespace ringsync::service::cluster

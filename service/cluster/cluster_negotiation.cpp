@@ -1,0 +1,204 @@
+// Negotiation: every node reports its locally ready tensors to node 0, which
+// plans the ones ready everywhere; every node applies the same plans in the
+// same order. Repeat tensors travel as response-cache bits.
+#include <boost/asio/post.hpp>
+
+#include "common/log.h"
+#include "service/cluster/cluster_node.h"
+#include "service/timeline.h"
+
+namespace ringsync::service::cluster {
+
+namespace asio = boost::asio;
+
+namespace {
+
+peer_wire::ReadyTensor describe(const PendingCollective& p) {
+  const wire::Collective& c = p.submissions.front().request;
+  return peer_wire::ReadyTensor{p.name, c.kind, c.dtype, c.op, c.count, c.root};
+}
+
+bool same(const peer_wire::ReadyTensor& a, const peer_wire::ReadyTensor& b) {
+  return a.name == b.name && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
+         a.count == b.count && a.root == b.root;
+}
+
+// How many occupants of one cache bit the coordinator remembers.
+constexpr std::size_t kBitHistory = 4;
+
+}  // namespace
+
+void ClusterNode::local_ready(PendingCollective collective) {
+  if (stopping_) {
+    hooks_.fail(collective, Status::Closed("ringsyncd is shutting down"), "shutdown");
+    return;
+  }
+  Status agreed = check_agreement(collective);
+  if (!agreed.ok()) {
+    RS_LOG(warn, "collective") << agreed.message();
+    hooks_.fail(collective, agreed, "mismatch");
+    return;
+  }
+  Waiting& w = waiting_[collective.name];
+  w.queue.push_back(std::move(collective));
+  w.ready_at.push_back(Clock::now());
+  if (w.queue.size() == 1) report(w.queue.front());
+}
+
+void ClusterNode::report(const PendingCollective& front) {
+  unreported_.push_back(describe(front));
+  schedule_report();
+}
+
+void ClusterNode::schedule_report() {
+  if (!formed_ || report_scheduled_) return;
+  report_scheduled_ = true;
+  if (config_.cycle_time.count() == 0) {
+    asio::post(io_, [this] { send_report(); });
+    return;
+  }
+  // Tensors that become ready within one cycle travel (and fuse) together.
+  report_timer_.expires_after(config_.cycle_time);
+  report_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) send_report();
+  });
+}
+
+void ClusterNode::send_report() {
+  report_scheduled_ = false;
+  if (!formed_ || unreported_.empty()) return;
+  peer_wire::ReadyList list;
+  list.epoch = epoch_;
+  list.node_rank = config_.node_rank;
+  // Looked up now, so the bits refer to the cache as of plans_seen.
+  std::vector<std::uint32_t> bits;
+  for (auto& tensor : unreported_) {
+    const auto bit = cache_ ? cache_->lookup(tensor) : std::nullopt;
+    if (bit) {
+      bits.push_back(*bit);
+      metrics_.cache_hits.with().inc();
+    } else {
+      list.tensors.push_back(std::move(tensor));
+      metrics_.cache_misses.with().inc();
+    }
+  }
+  unreported_.clear();
+  list.cached = negotiation::to_bits(bits, cache_ ? cache_->capacity() : 0);
+  list.plans_seen = plans_applied_;
+  if (config_.node_rank == 0) {
+    on_ready_list(0, std::move(list));
+  } else if (coordinator_link_) {
+    coordinator_link_->send(list);
+  }
+}
+
+std::optional<peer_wire::ReadyTensor> ClusterNode::resolve_bit(std::uint32_t bit,
+                                                               std::uint64_t plans_seen) {
+  if (bit >= bit_history_.size()) return std::nullopt;
+  // The sender looked the bit up after applying plan `plans_seen`: the occupant
+  // it meant is the newest one that took the bit no later than that.
+  for (const auto& [cycle, tensor] : bit_history_[bit])
+    if (cycle <= plans_seen) return tensor;
+  return std::nullopt;
+}
+
+void ClusterNode::record_in_cache(const peer_wire::ReadyTensor& tensor, std::uint64_t cycle) {
+  if (!cache_) return;
+  cache_->record(tensor);
+  if (config_.node_rank != 0) return;
+  const auto bit = cache_->lookup(tensor);
+  if (!bit || *bit >= bit_history_.size()) return;
+  auto& history = bit_history_[*bit];
+  if (!history.empty() && same(history.front().second, tensor)) return;
+  history.insert(history.begin(), {cycle, tensor});
+  if (history.size() > kBitHistory) history.pop_back();
+}
+
+void ClusterNode::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
+  if (!coordinator_) return;
+  std::vector<peer_wire::ReadyTensor> tensors = std::move(list.tensors);
+  for (std::uint32_t bit : negotiation::from_bits(list.cached)) {
+    auto tensor = resolve_bit(bit, list.plans_seen);
+    if (!tensor) {
+      // Only a node more than kBitHistory reassignments behind gets here.
+      lose(Status::Internal(node_name(from) + " announced response-cache bit " + std::to_string(bit) +
+                            " that the coordinator cannot resolve; forming the ring again"));
+      return;
+    }
+    tensors.push_back(std::move(*tensor));
+  }
+  coordinator_->add_ready(from, tensors, Clock::now());
+  schedule_plan();
+}
+
+void ClusterNode::schedule_plan() {
+  if (plan_scheduled_) return;
+  plan_scheduled_ = true;
+  // Every ready list that arrived in this turn of the loop goes into one plan.
+  asio::post(io_, [this, epoch = epoch_] {
+    if (epoch != epoch_) return;
+    plan_scheduled_ = false;
+    make_plan();
+  });
+}
+
+void ClusterNode::make_plan() {
+  if (!coordinator_ || !formed_) return;
+  peer_wire::Plan plan = coordinator_->plan(epoch_, next_cycle_);
+  if (plan.operations.empty() && plan.errors.empty()) return;
+  ++next_cycle_;
+  for (auto& link : worker_links_)
+    if (link) link->send(plan);
+  on_plan(plan);
+}
+
+void ClusterNode::on_plan(const peer_wire::Plan& plan) {
+  const Clock::time_point now = Clock::now();
+  plans_applied_ = plan.cycle;
+  // Take the front of a name's queue; the next one behind it is reported now.
+  auto take = [&](const std::string& name) -> std::optional<std::pair<PendingCollective, Clock::time_point>> {
+    auto it = waiting_.find(name);
+    if (it == waiting_.end() || it->second.queue.empty()) return std::nullopt;
+    Waiting& w = it->second;
+    std::pair<PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
+    w.queue.pop_front();
+    w.ready_at.pop_front();
+    if (w.queue.empty()) {
+      waiting_.erase(it);
+    } else {
+      report(w.queue.front());
+    }
+    return out;
+  };
+  for (const auto& error : plan.errors) {
+    auto taken = take(error.name);
+    if (!taken) continue;
+    const std::uint32_t L = slots();
+    std::string message = error.message + " (node i runs global ranks i*" + std::to_string(L) + " to i*" +
+                          std::to_string(L) + "+" + std::to_string(L - 1) + ")";
+    RS_LOG(warn, "collective") << message;
+    hooks_.fail(taken->first, Status::Mismatch(message), "mismatch");
+  }
+  for (const auto& op : plan.operations) {
+    auto running = std::make_shared<Running>();
+    running->op = op;
+    for (std::size_t i = 0; i < op.names.size(); ++i) {
+      auto taken = take(op.names[i]);
+      if (!taken) {
+        lose(Status::Internal("the plan names tensor '" + op.names[i] +
+                              "' which is not ready on " + node_name(config_.node_rank)));
+        return;
+      }
+      metrics_.negotiation.with().observe(std::chrono::duration<double>(now - taken->second).count());
+      if (timeline_) timeline_->phase(op.names[i], "NEGOTIATE", taken->second, now);
+      peer_wire::ReadyTensor tensor{op.names[i], op.kind, op.dtype, op.op, op.counts[i], op.root};
+      record_in_cache(tensor, plan.cycle);
+      running->tensors.push_back(std::move(taken->first));
+      running->ready_at.push_back(taken->second);
+    }
+    queued_.push_back(std::move(running));
+  }
+  start_operations();
+}
+
+}  // namespace ringsync::service::cluster

@@ -1,0 +1,174 @@
+// This daemon's part in a multi-node job (docs/cluster.md): forms the ring
+// with the other daemons, negotiates which locally-ready tensors run in which
+// order (node 0 coordinates), runs each planned operation (local reduce →
+// ring over UCX → copy back to every local rank), and tears everything down
+// when a node is lost, then forms the ring again.
+//
+// Runs on the daemon's control thread, except the ring itself (RingEngine's
+// thread) and the memory work (WorkPool).
+//
+//   formation_loop ──bootstrap──▶ form() ──(links, engine)──▶ formed
+//        ▲                                                      │ a link closes, a goodbye,
+//        └────────────── lose(why): fail everything, ◀──────────┘ a ring operation fails
+//                        goodbye to the others
+#pragma once
+
+#include <utility>  // Asio 1.18 needs std::exchange declared first
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/peer_wire.h"
+#include "common/status.h"
+#include "service/cluster/bootstrap.h"
+#include "service/cluster/peer_link.h"
+#include "service/cluster/ring_engine.h"
+#include "service/daemon_config.h"
+#include "service/daemon_metrics.h"
+#include "service/negotiation/coordinator.h"
+#include "service/negotiation/response_cache.h"
+#include "service/pending_collective.h"
+#include "service/transport/counting.h"
+#include "service/transport/ucx_context.h"
+#include "service/work_pool.h"
+
+namespace ringsync::service {
+class Timeline;
+}
+
+namespace ringsync::service::cluster {
+
+class NodeOperation;
+
+class ClusterNode {
+ public:
+  struct Hooks {
+    // Answers every rank of a collective with an error (and counts it).
+    std::function<void(PendingCollective&, const Status&, std::string_view error_kind)> fail;
+    // Answers every rank with success; `ready` is when the node had it ready,
+    // `ranks` the ranks of the whole job (for bus bandwidth).
+    std::function<void(PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
+    // The ring was lost: the local job must fail what it holds and refuse more.
+    std::function<void(const Status&)> ring_lost;
+  };
+
+  ClusterNode(boost::asio::io_context& io, const ClusterConfig& config, WorkPool& pool,
+              DaemonMetrics& metrics, Timeline* timeline, Hooks hooks);
+  ~ClusterNode();
+
+  // Node 0 binds its control port (an error if it cannot); then forming starts.
+  Status start();
+  // Shutdown: fails everything with `why`, says goodbye, stops forming.
+  void stop(const Status& why);
+
+  // Every local rank submitted this collective: negotiate it with the others.
+  void local_ready(PendingCollective collective);
+  // Periodic: stall report (coordinator) and link bandwidth. Returns the
+  // number of tensors stalled across nodes.
+  std::size_t sweep(Clock::time_point now, Clock::duration stall_after);
+
+  std::uint32_t node_rank() const { return config_.node_rank; }
+  std::uint32_t num_nodes() const { return static_cast<std::uint32_t>(config_.nodes.size()); }
+  std::uint32_t slots() const { return config_.slots(); }
+  const std::string& job_id() const { return config_.job_id; }
+  bool formed() const { return formed_; }
+
+ private:
+  // One planned operation, from the plan until every rank is answered.
+  struct Running {
+    peer_wire::Operation op;
+    std::vector<PendingCollective> tensors;
+    std::vector<Clock::time_point> ready_at;
+    std::shared_ptr<NodeOperation> work;
+    std::shared_ptr<RingEngine> engine;
+    Clock::time_point started;
+  };
+  // A locally ready tensor waiting for its plan; a name submitted again
+  // before its plan came waits behind it.
+  struct Waiting {
+    std::deque<PendingCollective> queue;
+    std::deque<Clock::time_point> ready_at;
+  };
+
+  // Formation and failure (cluster_node.cpp).
+  boost::asio::awaitable<void> formation_loop();
+  Status form(Membership membership, std::unique_ptr<transport::UcxContext> ucx);
+  void lose(const Status& why);
+  void fail_waiting(const Status& why, std::string_view kind);
+  void on_link_closed(std::uint32_t node, const Status& why);
+  void on_peer_message(std::uint32_t from, peer_wire::Message message);
+  std::string node_name(std::uint32_t node) const;
+
+  // Negotiation (cluster_negotiation.cpp).
+  void report(const PendingCollective& front);
+  void schedule_report();
+  void send_report();
+  void on_ready_list(std::uint32_t from, peer_wire::ReadyList list);
+  void schedule_plan();
+  void make_plan();
+  void on_plan(const peer_wire::Plan& plan);
+  std::optional<peer_wire::ReadyTensor> resolve_bit(std::uint32_t bit, std::uint64_t plans_seen);
+  void record_in_cache(const peer_wire::ReadyTensor& tensor, std::uint64_t cycle);
+
+  // Execution (cluster_execution.cpp).
+  void start_operations();
+  void begin(std::shared_ptr<Running> running);
+  void run_ring(std::shared_ptr<Running> running);
+  void scatter(std::shared_ptr<Running> running);
+  void complete(std::shared_ptr<Running> running, const Status& status);
+
+  boost::asio::io_context& io_;
+  ClusterConfig config_;
+  WorkPool& pool_;
+  DaemonMetrics& metrics_;
+  Timeline* timeline_;
+  Hooks hooks_;
+
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;  // node 0
+  boost::asio::steady_timer wake_formation_;
+  boost::asio::steady_timer report_timer_;
+  bool stopping_ = false;
+  bool formed_ = false;
+  std::uint64_t epoch_ = 0;
+  std::optional<Status> last_formation_error_;
+
+  // Formed ring.
+  std::shared_ptr<PeerLink> coordinator_link_;           // workers
+  std::vector<std::shared_ptr<PeerLink>> worker_links_;  // node 0, by node rank
+  std::shared_ptr<RingEngine> engine_;
+  std::shared_ptr<transport::LinkCounters> link_counters_;
+  std::vector<std::uint64_t> last_link_bytes_;  // sent then received, by peer
+  Clock::time_point last_link_sample_;
+
+  // Negotiation.
+  std::map<std::string, Waiting> waiting_;
+  std::vector<peer_wire::ReadyTensor> unreported_;
+  bool report_scheduled_ = false;
+  std::uint64_t plans_applied_ = 0;
+  std::unique_ptr<negotiation::ResponseCache> cache_;
+  // Coordinator only.
+  std::unique_ptr<negotiation::Coordinator> coordinator_;
+  bool plan_scheduled_ = false;
+  std::uint64_t next_cycle_ = 1;
+  // Per cache bit, the last occupants and the cycle each took the bit, newest
+  // first: lets the coordinator read a bit a lagging node sent.
+  std::vector<std::vector<std::pair<std::uint64_t, peer_wire::ReadyTensor>>> bit_history_;
+  std::set<std::string> stall_reported_;
+
+  // Execution.
+  std::deque<std::shared_ptr<Running>> queued_;
+  std::size_t in_flight_ = 0;
+};
+
+}  // namespace ringsync::service::cluster

@@ -1,0 +1,86 @@
+#include "service/cluster/node_operation.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "common/reduce.h"
+
+namespace ringsync::service::cluster {
+
+NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
+                             std::vector<std::vector<Contribution>> tensors,
+                             std::size_t chunk_bytes)
+    : shape_(shape),
+      elem_(dtype_size(shape.dtype)),
+      chunk_elems_(std::max<std::size_t>(1, chunk_bytes / dtype_size(shape.dtype))),
+      local_op_(shape.op == ReduceOp::kAvg ? ReduceOp::kSum : shape.op) {
+  const std::size_t L = shape.local_size;
+  const std::size_t ranks = static_cast<std::size_t>(shape.num_nodes) * L;
+  const std::size_t first_count = counts.empty() ? 0 : counts.front();
+  switch (shape.kind) {
+    case wire::CollectiveKind::kAllreduce:
+      buffer_count_ = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      break;
+    case wire::CollectiveKind::kBroadcast: buffer_count_ = first_count; break;
+    case wire::CollectiveKind::kAllgather: buffer_count_ = first_count * ranks; break;
+    case wire::CollectiveKind::kBarrier: buffer_count_ = 0; break;
+  }
+  if (buffer_count_ > 0) buffer_.reset(new std::byte[buffer_count_ * elem_]);
+  std::byte* base = buffer_.get();
+
+  switch (shape.kind) {
+    case wire::CollectiveKind::kAllreduce: {
+      std::size_t offset = 0;
+      for (std::size_t t = 0; t < tensors.size(); ++t) {
+        std::vector<const std::byte*> srcs;
+        for (const auto& c : tensors[t]) srcs.push_back(c.send);
+        add(gather_, base + offset * elem_, srcs, counts[t]);
+        for (const auto& c : tensors[t]) add(scatter_, c.recv, {base + offset * elem_}, counts[t]);
+        offset += counts[t];
+      }
+      break;
+    }
+    case wire::CollectiveKind::kBroadcast: {
+      if (tensors.empty()) break;
+      const std::uint32_t root_node = shape.root / shape.local_size;
+      const std::uint32_t root_local = shape.root % shape.local_size;
+      if (root_node == shape.node_rank)
+        add(gather_, base, {tensors[0][root_local].send}, first_count);
+      for (const auto& c : tensors[0]) add(scatter_, c.recv, {base}, first_count);
+      break;
+    }
+    case wire::CollectiveKind::kAllgather: {
+      if (tensors.empty()) break;
+      for (std::size_t r = 0; r < tensors[0].size(); ++r) {
+        const std::size_t slot = static_cast<std::size_t>(shape.node_rank) * L + r;
+        add(gather_, base + slot * first_count * elem_, {tensors[0][r].send}, first_count);
+      }
+      for (const auto& c : tensors[0]) add(scatter_, c.recv, {base}, buffer_count_);
+      break;
+    }
+    case wire::CollectiveKind::kBarrier: break;
+  }
+}
+
+void NodeOperation::add(std::vector<Piece>& into, std::byte* dst,
+                        std::vector<const std::byte*> srcs, std::size_t count) {
+  for (std::size_t done = 0; done < count; done += chunk_elems_) {
+    Piece p;
+    p.count = std::min(chunk_elems_, count - done);
+    p.dst = dst + done * elem_;
+    for (const std::byte* s : srcs) p.srcs.push_back(s + done * elem_);
+    into.push_back(std::move(p));
+  }
+}
+
+void NodeOperation::run(const Piece& p) const {
+  if (p.srcs.size() == 1) {
+    if (p.dst != p.srcs[0]) std::memcpy(p.dst, p.srcs[0], p.count * elem_);
+    return;
+  }
+  reduce::reduce(p.dst, reinterpret_cast<const void* const*>(p.srcs.data()), p.srcs.size(),
+                 p.count, shape_.dtype, local_op_);
+}
+
+}  // namespace ringsync::service::cluster

@@ -1,0 +1,79 @@
+// One planned operation as this node runs it: the staging buffer the ring
+// moves (a fusion buffer for fused allreduces), filled from the local ranks'
+// buffers before the ring ("gather": local reduce or copies) and copied back
+// to every local rank after it ("scatter"). Both phases are split into
+// independent pieces for the WorkPool. Pure memory work, tested with plain
+// buffers.
+//
+// Layouts, with N nodes of L local ranks and this node n:
+// - allreduce: the tensors back to back, each the sum (or min, max, prod) of
+//   the L local contributions; avg sums here and the ring divides by N*L.
+// - broadcast: the root rank's buffer (global rank g lives on node g / L).
+// - allgather: N*L*count elements ordered by global rank; this node fills its
+//   L slots, which form ring segment n.
+// - barrier: no buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/wire.h"
+#include "service/local_collective.h"
+
+namespace ringsync::service::cluster {
+
+struct OperationShape {
+  wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  std::uint32_t root = 0;  // broadcast: a global rank
+  std::uint32_t node_rank = 0;
+  std::uint32_t num_nodes = 1;
+  std::uint32_t local_size = 1;
+};
+
+class NodeOperation {
+ public:
+  // tensors[t][r] is local rank r's buffers for the t-th tensor, of counts[t]
+  // elements (per rank). chunk_bytes: the size of one piece of memory work.
+  NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
+                std::vector<std::vector<Contribution>> tensors, std::size_t chunk_bytes);
+
+  const OperationShape& shape() const { return shape_; }
+  // The buffer the ring runs over, and its length in elements.
+  std::byte* buffer() { return buffer_.get(); }
+  std::size_t buffer_count() const { return buffer_count_; }
+  std::size_t buffer_bytes() const { return buffer_count_ * elem_; }
+
+  std::size_t gather_pieces() const { return gather_.size(); }
+  void gather_piece(std::size_t i) const { run(gather_[i]); }
+  std::size_t scatter_pieces() const { return scatter_.size(); }
+  void scatter_piece(std::size_t i) const { run(scatter_[i]); }
+
+ private:
+  struct Piece {
+    std::byte* dst = nullptr;
+    std::vector<const std::byte*> srcs;  // one: a copy; several: a reduction
+    std::size_t count = 0;               // elements
+  };
+
+  // Adds pieces moving `count` elements, cut into chunks.
+  void add(std::vector<Piece>& into, std::byte* dst, std::vector<const std::byte*> srcs,
+           std::size_t count);
+  void run(const Piece& p) const;
+
+  OperationShape shape_;
+  std::size_t elem_;
+  std::size_t chunk_elems_;
+  ReduceOp local_op_;
+  std::size_t buffer_count_ = 0;
+  std::unique_ptr<std::byte[]> buffer_;
+  std::vector<Piece> gather_;
+  std::vector<Piece> scatter_;
+};
+
+}  // namespace ringsync::service::cluster

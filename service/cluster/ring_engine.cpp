@@ -1,0 +1,147 @@
+#include "service/cluster/ring_engine.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace ringsync::service::cluster {
+
+namespace {
+// Idle polling rounds before sleeping on the event fd: long enough to catch the
+// next chunk of a busy ring without a syscall, short enough to cost nothing idle.
+constexpr int kSpinRounds = 200;
+// Sleep bound for transports without an event fd (in-process, for tests).
+constexpr int kNoFdSleepMs = 1;
+}  // namespace
+
+RingEngine::RingEngine(std::unique_ptr<transport::Transport> transport, Deliver deliver)
+    : transport_(std::move(transport)),
+      deliver_(std::move(deliver)),
+      nodes_(transport_->size()),
+      rank_(transport_->rank()) {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  thread_ = std::thread([this] { loop(); });
+}
+
+RingEngine::~RingEngine() {
+  abort(Status::Closed("the ring is being torn down"));
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake();
+  thread_.join();
+  transport_.reset();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void RingEngine::run(MakeTask make, Done done) {
+  {
+    std::lock_guard lock(mu_);
+    commands_.push_back({std::move(make), std::move(done)});
+  }
+  wake();
+}
+
+void RingEngine::abort(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (aborted_) return;
+    aborted_ = why;
+  }
+  wake();
+}
+
+void RingEngine::wake() {
+  if (wake_fd_ < 0) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+}
+
+void RingEngine::take_commands() {
+  std::deque<Command> commands;
+  std::optional<Status> aborted;
+  {
+    std::lock_guard lock(mu_);
+    commands.swap(commands_);
+    aborted = aborted_;
+  }
+  if (aborted && !cancelled_transport_) {
+    // Tasks stop posting; cancel_all completes what they posted, so their
+    // buffers are free once they report kError below.
+    for (auto& item : items_) item.task->abort(*aborted);
+    transport_->cancel_all(*aborted);
+    cancelled_transport_ = true;
+  }
+  for (auto& c : commands) {
+    if (aborted) {
+      deliver_([done = std::move(c.done), why = *aborted] { done(why); });
+      continue;
+    }
+    Item item{c.make(*transport_), std::move(c.done)};
+    Status posted = item.task->post();
+    if (!posted.ok()) {
+      deliver_([done = std::move(item.done), posted] { done(posted); });
+      continue;
+    }
+    items_.push_back(std::move(item));
+  }
+}
+
+bool RingEngine::progress_tasks() {
+  bool any = false;
+  for (std::size_t i = 0; i < items_.size();) {
+    const ring::TaskState state = items_[i].task->progress();
+    if (state == ring::TaskState::kInProgress) {
+      ++i;
+      continue;
+    }
+    any = true;
+    Status outcome = state == ring::TaskState::kDone ? Status::Ok() : items_[i].task->status();
+    deliver_([done = std::move(items_[i].done), outcome] { done(outcome); });
+    items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return any;
+}
+
+void RingEngine::loop() {
+  int idle = 0;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_ && commands_.empty() && items_.empty()) break;
+    }
+    take_commands();
+    bool busy = transport_->progress();
+    busy = progress_tasks() || busy;
+    if (busy) {
+      idle = 0;
+      continue;
+    }
+    if (items_.empty() && cancelled_transport_) {
+      // Nothing can complete any more; wait for commands (to refuse) or stop.
+    } else if (++idle < kSpinRounds && !items_.empty()) {
+      continue;
+    }
+    idle = 0;
+    const int fd = cancelled_transport_ ? -1 : transport_->event_fd();
+    if (fd >= 0 && !transport_->arm()) continue;  // work arrived while arming
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+    const int timeout = fd >= 0 || items_.empty() ? -1 : kNoFdSleepMs;
+    const int n = ::poll(fds, fd >= 0 ? 2 : 1, timeout);
+    if (n < 0 && errno != EINTR) {
+      RS_LOG(error, "ring") << "poll failed: " << std::strerror(errno);
+    }
+    if (fds[0].revents & POLLIN) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] ssize_t r = ::read(wake_fd_, &count, sizeof(count));
+    }
+  }
+}
+
+}  // namespace ringsync::service::cluster

@@ -1,0 +1,84 @@
+// The data-plane thread of a formed ring: owns the node's Transport and drives
+// every ring task in flight (UCC's progress queue), so the control thread never
+// touches bulk data or UCX. The control thread hands it tasks; each task's
+// outcome comes back to the control thread through `deliver`.
+//
+// Progress without burning a core: while tasks are in flight the thread polls
+// the transport, a bounded number of idle rounds, then arms the transport and
+// sleeps on its event fd (and a wake-up fd for new work). An idle engine sleeps.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "service/ring/task.h"
+#include "service/transport/transport.h"
+
+namespace ringsync::service::cluster {
+
+class RingEngine {
+ public:
+  using MakeTask = std::function<std::unique_ptr<ring::Task>(transport::Transport&)>;
+  using Done = std::function<void(const Status&)>;
+  // Runs a completion on the owner's thread (e.g. asio::post to the control loop).
+  using Deliver = std::function<void(std::function<void()>)>;
+
+  // Starts the thread. The transport is used only on that thread from now on.
+  RingEngine(std::unique_ptr<transport::Transport> transport, Deliver deliver);
+  // Aborts what is in flight (its Done callbacks are delivered with Closed),
+  // joins the thread and destroys the transport.
+  ~RingEngine();
+  RingEngine(const RingEngine&) = delete;
+  RingEngine& operator=(const RingEngine&) = delete;
+
+  // Builds the task on the engine thread, posts and drives it; `done` is
+  // delivered once with its outcome. Thread safe.
+  void run(MakeTask make, Done done);
+  // Fails every task in flight and every later one with `why`, and cancels the
+  // transport's outstanding operations (a peer was lost). Thread safe.
+  void abort(const Status& why);
+
+  int nodes() const { return nodes_; }
+  int rank() const { return rank_; }
+
+ private:
+  struct Item {
+    std::unique_ptr<ring::Task> task;
+    Done done;
+  };
+  struct Command {
+    MakeTask make;
+    Done done;
+  };
+
+  void loop();
+  void take_commands();
+  bool progress_tasks();
+  void fail_all(const Status& why);
+  void wake();
+
+  std::unique_ptr<transport::Transport> transport_;
+  Deliver deliver_;
+  int nodes_;
+  int rank_;
+  int wake_fd_ = -1;
+
+  std::mutex mu_;
+  std::deque<Command> commands_;     // guarded by mu_
+  std::optional<Status> aborted_;    // guarded by mu_
+  bool stopping_ = false;            // guarded by mu_
+
+  // Engine thread only.
+  std::vector<Item> items_;
+  bool cancelled_transport_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ringsync::service::cluster
