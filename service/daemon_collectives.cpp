@@ -144,7 +144,7 @@ void Daemon::sweep() {
                             << elapsed_text(now - pending.first_submit) << " ago";
     }
   }
-  if (cluster_) stalled += cluster_->sweep(now, config_.stall_warning);
+  if (cluster_) stalled += cluster_->sweep(now, config_.stall_warning, config_.collective_timeout);
   metrics_.stalled_tensors.with().set(static_cast<double>(stalled));
 }
 

@@ -22,13 +22,47 @@ constexpr std::size_t kMaxInFlight = 2;
 
 const char* ring_phase(wire::CollectiveKind kind) {
   switch (kind) {
-    case wire::CollectiveKind::kAllreduce: return "RING_ALLREDUCE";
-    case wire::CollectiveKind::kBroadcast: return "RING_BROADCAST";
-    case wire::CollectiveKind::kAllgather: return "RING_ALLGATHER";
+    case wire::CollectiveKind::kAllreduce: return "ALLREDUCE";
+    case wire::CollectiveKind::kBroadcast: return "BROADCAST";
+    case wire::CollectiveKind::kAllgather: return "ALLGATHER";
     case wire::CollectiveKind::kBarrier: return "BARRIER";
   }
   return "RING";
 }
+
+// Records the two phases of a ring allreduce on the timeline, from the engine
+// thread, as the task moves from reduce-scatter to allgather.
+class TimedAllreduce final : public ring::Task {
+ public:
+  TimedAllreduce(std::unique_ptr<ring::Allreduce> inner, Timeline* timeline, std::vector<std::string> names)
+      : inner_(std::move(inner)), timeline_(timeline), names_(std::move(names)) {}
+
+  Status post() override {
+    start_ = Clock::now();
+    return inner_->post();
+  }
+  ring::TaskState progress() override {
+    const ring::TaskState state = inner_->progress();
+    if (!switched_ && inner_->gathering()) {
+      switched_ = true;
+      gather_start_ = Clock::now();
+      for (const auto& name : names_) timeline_->phase(name, "REDUCE_SCATTER", start_, gather_start_);
+    }
+    if (state != ring::TaskState::kInProgress && switched_)
+      for (const auto& name : names_) timeline_->phase(name, "ALLGATHER", gather_start_, Clock::now());
+    return state;
+  }
+  void abort(const Status& why) override { inner_->abort(why); }
+  const Status& status() const override { return inner_->status(); }
+
+ private:
+  std::unique_ptr<ring::Allreduce> inner_;
+  Timeline* timeline_;
+  std::vector<std::string> names_;
+  Clock::time_point start_;
+  Clock::time_point gather_start_;
+  bool switched_ = false;
+};
 
 }  // namespace
 
@@ -82,7 +116,9 @@ void ClusterNode::run_ring(std::shared_ptr<Running> running) {
   const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, slots());
   auto work = running->work;
   const Clock::time_point ring_start = Clock::now();
-  RingEngine::MakeTask make = [work, options, divisor, root_node](transport::Transport& t)
+  Timeline* timeline = timeline_;
+  std::vector<std::string> names = timeline ? op.names : std::vector<std::string>{};
+  RingEngine::MakeTask make = [work, options, divisor, root_node, timeline, names](transport::Transport& t)
       -> std::unique_ptr<ring::Task> {
     const auto& s = work->shape();
     switch (s.kind) {
@@ -91,13 +127,16 @@ void ClusterNode::run_ring(std::shared_ptr<Running> running) {
                                                  static_cast<int>(root_node), options);
       case wire::CollectiveKind::kAllgather:
         return std::make_unique<ring::Allgather>(t, work->buffer(), work->buffer_count(), s.dtype, options);
-      default:
-        return std::make_unique<ring::Allreduce>(t, work->buffer(), work->buffer_count(), s.dtype, s.op,
-                                                 divisor, options);
+      default: {
+        auto allreduce = std::make_unique<ring::Allreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
+                                                           s.op, divisor, options);
+        if (!timeline) return allreduce;
+        return std::make_unique<TimedAllreduce>(std::move(allreduce), timeline, names);
+      }
     }
   };
   running->engine->run(std::move(make), [this, running, ring_start](const Status& status) {
-    if (timeline_)
+    if (timeline_ && running->op.kind != wire::CollectiveKind::kAllreduce)
       for (const auto& name : running->op.names)
         timeline_->phase(name, ring_phase(running->op.kind), ring_start, Clock::now());
     if (!status.ok()) {

@@ -42,6 +42,7 @@ void ClusterNode::local_ready(PendingCollective collective) {
   Waiting& w = waiting_[collective.name];
   w.queue.push_back(std::move(collective));
   w.ready_at.push_back(Clock::now());
+  w.answered.push_back(false);
   if (w.queue.size() == 1) report(w.queue.front());
 }
 
@@ -163,6 +164,7 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     std::pair<PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
     w.queue.pop_front();
     w.ready_at.pop_front();
+    w.answered.pop_front();
     if (w.queue.empty()) {
       waiting_.erase(it);
     } else {
@@ -174,8 +176,8 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     auto taken = take(error.name);
     if (!taken) continue;
     const std::uint32_t L = slots();
-    std::string message = error.message + " (node i runs global ranks i*" + std::to_string(L) + " to i*" +
-                          std::to_string(L) + "+" + std::to_string(L - 1) + ")";
+    std::string message = error.message + " (node n runs global ranks " + std::to_string(L) + "n to " +
+                          std::to_string(L) + "n+" + std::to_string(L - 1) + ")";
     RS_LOG(warn, "collective") << message;
     hooks_.fail(taken->first, Status::Mismatch(message), "mismatch");
   }

@@ -270,7 +270,21 @@ void ClusterNode::fail_waiting(const Status& why, std::string_view kind) {
 
 namespace ringsync::service::cluster {
 
-std::size_t ClusterNode::sweep(Clock::time_point now, Clock::duration stall_after) {
+std::size_t ClusterNode::sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout) {
+  for (auto& [name, w] : waiting_) {
+    for (std::size_t i = 0; i < w.queue.size(); ++i) {
+      if (w.answered[i] || now - w.ready_at[i] < timeout) continue;
+      w.answered[i] = true;
+      Status expired = Status::Timeout(
+          "tensor '" + name + "' of job '" + config_.job_id + "' timed out after " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - w.ready_at[i]).count()) +
+          " s: every local rank submitted it, but not every node did (--collective-timeout; node 0's log "
+          "names the missing nodes)");
+      RS_LOG(warn, "collective") << expired.message();
+      hooks_.fail(w.queue[i], expired, "timeout");
+      for (auto& s : w.queue[i].submissions) s.complete = [](const Status&) {};
+    }
+  }
   // Link bandwidth over the last sweep period.
   if (link_counters_) {
     const double seconds = std::chrono::duration<double>(now - last_link_sample_).count();

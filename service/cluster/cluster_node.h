@@ -74,9 +74,10 @@ class ClusterNode {
 
   // Every local rank submitted this collective: negotiate it with the others.
   void local_ready(PendingCollective collective);
-  // Periodic: stall report (coordinator) and link bandwidth. Returns the
-  // number of tensors stalled across nodes.
-  std::size_t sweep(Clock::time_point now, Clock::duration stall_after);
+  // Periodic: stall report (coordinator), collective timeout of tensors the
+  // other nodes never got ready, link bandwidth. Returns the number of tensors
+  // stalled across nodes.
+  std::size_t sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout);
 
   std::uint32_t node_rank() const { return config_.node_rank; }
   std::uint32_t num_nodes() const { return static_cast<std::uint32_t>(config_.nodes.size()); }
@@ -99,6 +100,9 @@ class ClusterNode {
   struct Waiting {
     std::deque<PendingCollective> queue;
     std::deque<Clock::time_point> ready_at;
+    // Timed out: its ranks were answered, but it stays in line so that a plan
+    // that still names it finds it (and runs it for nobody).
+    std::deque<bool> answered;
   };
 
   // Formation and failure (cluster_node.cpp).

@@ -31,6 +31,9 @@ class Allreduce : public Task {
   void abort(const Status& why) override;
   const Status& status() const override;
 
+  // Whether the reduce-scatter is done and the allgather runs (for timelines).
+  bool gathering() const { return gathering_; }
+
  private:
   static RingOptions allgather_options(const transport::Transport& transport, RingOptions options);
 
