@@ -41,9 +41,9 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// Why the coordinator refuses a hello, or "" to accept it.
-std::string refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h,
-                    const std::vector<std::shared_ptr<PeerLink>>& joined) {
+}  // namespace
+
+std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h) {
   const std::string who = "node " + std::to_string(h.node_rank);
   if (h.protocol_version != peer_wire::kProtocolVersion)
     return who + " speaks peer protocol " + std::to_string(h.protocol_version) + ", this daemon " +
@@ -58,8 +58,18 @@ std::string refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h,
   if (h.node_rank == 0 || h.node_rank >= c.nodes.size())
     return "node rank " + std::to_string(h.node_rank) + " is out of range [1, " +
            std::to_string(c.nodes.size()) + ")";
-  if (joined[h.node_rank]) return who + " has already joined (two daemons with one node rank?)";
   return "";
+}
+
+namespace {
+
+// Why the coordinator refuses a hello, or "" to accept it.
+std::string refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h,
+                    const std::vector<std::shared_ptr<PeerLink>>& joined) {
+  std::string why = hello_refusal(c, h);
+  if (why.empty() && joined[h.node_rank])
+    why = "node " + std::to_string(h.node_rank) + " has already joined (two daemons with one node rank?)";
+  return why;
 }
 
 // A timer used as an event: wait() until notify() or the deadline.

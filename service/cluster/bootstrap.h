@@ -45,6 +45,10 @@ struct Membership {
 boost::asio::awaitable<Result<Membership>> bootstrap(const BootstrapConfig& config,
                                                      boost::asio::ip::tcp::acceptor* acceptor);
 
+// Why the coordinator refuses this hello (protocol version, job, shape, token,
+// node rank out of range), or "" when it belongs to the job.
+std::string hello_refusal(const BootstrapConfig& config, const peer_wire::PeerHello& hello);
+
 // "host:port" of a node's control endpoint (the default port when unset).
 std::string control_address(const HostEntry& node);
 

@@ -94,16 +94,10 @@ asio::awaitable<void> ClusterNode::formation_loop() {
     if (!ucx.ok()) {
       failed = Status::Internal("cannot start UCX: " + ucx.status().message());
     } else {
-      BootstrapConfig bc;
-      bc.job_id = config_.job_id;
-      bc.token = config_.token;
-      bc.node_rank = config_.node_rank;
-      bc.slots = config_.slots();
-      bc.nodes = config_.nodes;
+      BootstrapConfig bc = bootstrap_config();
       const auto& address = (*ucx)->address();
       bc.ucx_address.resize(address.size());
       std::memcpy(bc.ucx_address.data(), address.data(), address.size());
-      bc.join_timeout = config_.join_timeout;
       auto membership = co_await bootstrap(bc, acceptor_.get());
       if (stopping_) break;
       if (!membership.ok()) {
@@ -132,6 +126,70 @@ asio::awaitable<void> ClusterNode::formation_loop() {
     wake_formation_.expires_after(kReformPause);
     co_await wake_formation_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
+}
+
+BootstrapConfig ClusterNode::bootstrap_config() const {
+  BootstrapConfig bc;
+  bc.job_id = config_.job_id;
+  bc.token = config_.token;
+  bc.node_rank = config_.node_rank;
+  bc.slots = config_.slots();
+  bc.nodes = config_.nodes;
+  bc.join_timeout = config_.join_timeout;
+  return bc;
+}
+
+asio::awaitable<void> ClusterNode::accept_while_formed(std::uint64_t epoch) {
+  while (formed_ && epoch_ == epoch && acceptor_) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await acceptor_->async_accept(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || !formed_ || epoch_ != epoch) {
+      // Cancelled by lose(): the next bootstrap accepts. A connection taken
+      // just as the ring was lost goes away; its sender retries.
+      co_return;
+    }
+    const std::string peer = socket.remote_endpoint(ec).address().to_string();
+    auto link = std::make_shared<PeerLink>(std::move(socket), "peer at " + peer);
+    std::weak_ptr<PeerLink> weak = link;
+    link->start(
+        [this, weak, epoch](peer_wire::Message m) {
+          auto self = weak.lock();
+          if (!self) return;
+          auto* hello = std::get_if<peer_wire::PeerHello>(&m);
+          if (!hello) {
+            RS_LOG(warn, "ring") << self->peer_name() << " sent something other than a hello; closed";
+            metrics_.error("peer_protocol");
+            self->close(Status::ProtocolError("expected a hello"));
+            return;
+          }
+          if (formed_ && epoch_ == epoch) on_late_hello(self, *hello);
+          else self->close(Status::Closed("the ring is re-forming"));
+        },
+        [](const Status&) {});
+    // A stranger that says nothing is not kept forever.
+    auto timer = std::make_shared<asio::steady_timer>(io_, config_.join_timeout);
+    timer->async_wait([weak, timer](boost::system::error_code wait_ec) {
+      if (wait_ec) return;
+      if (auto self = weak.lock()) self->close(Status::Timeout("no hello"));
+    });
+  }
+}
+
+void ClusterNode::on_late_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
+  const std::string why = hello_refusal(bootstrap_config(), hello);
+  if (!why.empty()) {
+    RS_LOG(warn, "ring") << "refused " << link->peer_name() << ": " << why;
+    metrics_.error("peer_refused");
+    link->send(peer_wire::PeerHelloReply{false, why, 0, {}, 0});
+    link->goodbye(Status::InvalidArgument(why));
+    return;
+  }
+  // A node of this ring says hello again: its previous daemon is gone (killed
+  // and restarted faster than the heartbeat timeout). Form the ring anew; the
+  // node retries its join and finds the next bootstrap.
+  link->close(Status::Closed("the ring is re-forming"));
+  lose(Status::PeerLost(node_name(hello.node_rank) + " of job '" + config_.job_id +
+                        "' restarted (it asked to join again)"));
 }
 
 Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxContext> ucx) {
@@ -185,6 +243,7 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
     worker_links_ = std::move(membership.workers);
     for (std::uint32_t r = 1; r < worker_links_.size(); ++r)
       if (worker_links_[r]) wire(r, worker_links_[r]);
+    asio::co_spawn(io_, accept_while_formed(epoch), asio::detached);
   } else {
     coordinator_link_ = std::move(membership.coordinator);
     wire(0, coordinator_link_);
@@ -246,6 +305,10 @@ void ClusterNode::lose(const Status& why) {
   coordinator_link_.reset();
   coordinator_.reset();
   plan_scheduled_ = false;
+  if (acceptor_) {
+    boost::system::error_code ec;
+    acceptor_->cancel(ec);
+  }
   // In-flight ring operations fail with `why` through their engine callbacks.
   if (engine_) engine_->abort(why);
   engine_.reset();

@@ -109,6 +109,11 @@ class ClusterNode {
   boost::asio::awaitable<void> formation_loop();
   Status form(Membership membership, std::unique_ptr<transport::UcxContext> ucx);
   void lose(const Status& why);
+  // Node 0, while the ring is formed: answers whoever connects (a restarted
+  // node, a stranger) instead of leaving them in the backlog.
+  boost::asio::awaitable<void> accept_while_formed(std::uint64_t epoch);
+  void on_late_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
+  BootstrapConfig bootstrap_config() const;
   void fail_waiting(const Status& why, std::string_view kind);
   void on_link_closed(std::uint32_t node, const Status& why);
   void on_peer_message(std::uint32_t from, peer_wire::Message message);
