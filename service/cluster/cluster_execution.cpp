@@ -85,7 +85,7 @@ void ClusterNode::begin(std::shared_ptr<Running> running) {
     return;
   }
   ++in_flight_;
-  running->engine = engine_;
+  running->epoch = epoch_;
   OperationShape shape{op.kind, op.dtype, op.op, op.root, config_.node_rank, num_nodes(), slots()};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
   std::vector<std::vector<Contribution>> tensors;
@@ -106,7 +106,9 @@ void ClusterNode::run_ring(std::shared_ptr<Running> running) {
   if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
   if (timeline_)
     for (const auto& name : running->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
-  if (!running->engine) return complete(running, Status::PeerLost("the ring was lost before the operation ran"));
+  if (!formed_ || !engine_ || running->epoch != epoch_)
+    return complete(running, last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran")
+                                             : last_loss_);
   const peer_wire::Operation& op = running->op;
   ring::RingOptions options;
   options.sequence = op.sequence;
@@ -135,13 +137,13 @@ void ClusterNode::run_ring(std::shared_ptr<Running> running) {
       }
     }
   };
-  running->engine->run(std::move(make), [this, running, ring_start](const Status& status) {
+  engine_->run(std::move(make), [this, running, ring_start](const Status& status) {
     if (timeline_ && running->op.kind != wire::CollectiveKind::kAllreduce)
       for (const auto& name : running->op.names)
         timeline_->phase(name, ring_phase(running->op.kind), ring_start, Clock::now());
     if (!status.ok()) {
       // The first node to see a ring failure tears the ring down for everyone.
-      if (formed_ && epoch_ != 0) lose(status);
+      if (formed_ && running->epoch == epoch_) lose(status);
       complete(running, status);
       return;
     }
@@ -167,7 +169,6 @@ void ClusterNode::scatter(std::shared_ptr<Running> running) {
 void ClusterNode::complete(std::shared_ptr<Running> running, const Status& status) {
   if (running->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
   running->work.reset();
-  running->engine.reset();  // the last operation of a lost ring lets its engine go
   const std::size_t ranks = static_cast<std::size_t>(num_nodes()) * slots();
   for (std::size_t i = 0; i < running->tensors.size(); ++i) {
     if (status.ok()) {

@@ -213,7 +213,7 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
   last_link_sample_ = Clock::now();
   auto counting = std::make_unique<transport::CountingTransport>(std::move(ucx_transport).value(),
                                                                  link_counters_);
-  engine_ = std::make_shared<RingEngine>(std::move(counting), [&io = io_](std::function<void()> f) {
+  engine_ = std::make_unique<RingEngine>(std::move(counting), [&io = io_](std::function<void()> f) {
     asio::post(io, std::move(f));
   });
 
@@ -309,9 +309,13 @@ void ClusterNode::lose(const Status& why) {
     boost::system::error_code ec;
     acceptor_->cancel(ec);
   }
-  // In-flight ring operations fail with `why` through their engine callbacks.
-  if (engine_) engine_->abort(why);
-  engine_.reset();
+  // In-flight ring operations fail with `why` through their engine callbacks;
+  // the engine lives until they have (sweep() lets it go).
+  last_loss_ = why;
+  if (engine_) {
+    engine_->abort(why);
+    retired_.push_back(std::move(engine_));
+  }
   auto queued = std::move(queued_);
   queued_.clear();
   for (auto& r : queued)
@@ -334,6 +338,7 @@ void ClusterNode::fail_waiting(const Status& why, std::string_view kind) {
 namespace ringsync::service::cluster {
 
 std::size_t ClusterNode::sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout) {
+  std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
   for (auto& [name, w] : waiting_) {
     for (std::size_t i = 0; i < w.queue.size(); ++i) {
       if (w.answered[i] || now - w.ready_at[i] < timeout) continue;

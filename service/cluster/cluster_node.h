@@ -92,7 +92,7 @@ class ClusterNode {
     std::vector<PendingCollective> tensors;
     std::vector<Clock::time_point> ready_at;
     std::shared_ptr<NodeOperation> work;
-    std::shared_ptr<RingEngine> engine;
+    std::uint64_t epoch = 0;  // the ring it was planned on
     Clock::time_point started;
   };
   // A locally ready tensor waiting for its plan; a name submitted again
@@ -155,7 +155,10 @@ class ClusterNode {
   // Formed ring.
   std::shared_ptr<PeerLink> coordinator_link_;           // workers
   std::vector<std::shared_ptr<PeerLink>> worker_links_;  // node 0, by node rank
-  std::shared_ptr<RingEngine> engine_;
+  std::unique_ptr<RingEngine> engine_;
+  // Engines of lost rings, until their aborted tasks have been delivered.
+  std::vector<std::unique_ptr<RingEngine>> retired_;
+  Status last_loss_ = Status::Ok();
   std::shared_ptr<transport::LinkCounters> link_counters_;
   std::vector<std::uint64_t> last_link_bytes_;  // sent then received, by peer
   Clock::time_point last_link_sample_;

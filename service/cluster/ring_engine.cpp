@@ -41,6 +41,7 @@ RingEngine::~RingEngine() {
 }
 
 void RingEngine::run(MakeTask make, Done done) {
+  outstanding_.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard lock(mu_);
     commands_.push_back({std::move(make), std::move(done)});
@@ -80,12 +81,14 @@ void RingEngine::take_commands() {
   }
   for (auto& c : commands) {
     if (aborted) {
+      outstanding_.fetch_sub(1, std::memory_order_acq_rel);
       deliver_([done = std::move(c.done), why = *aborted] { done(why); });
       continue;
     }
     Item item{c.make(*transport_), std::move(c.done)};
     Status posted = item.task->post();
     if (!posted.ok()) {
+      outstanding_.fetch_sub(1, std::memory_order_acq_rel);
       deliver_([done = std::move(item.done), posted] { done(posted); });
       continue;
     }
@@ -103,6 +106,7 @@ bool RingEngine::progress_tasks() {
     }
     any = true;
     Status outcome = state == ring::TaskState::kDone ? Status::Ok() : items_[i].task->status();
+    outstanding_.fetch_sub(1, std::memory_order_acq_rel);
     deliver_([done = std::move(items_[i].done), outcome] { done(outcome); });
     items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
   }

@@ -45,6 +45,9 @@ class RingEngine {
   // transport's outstanding operations (a peer was lost). Thread safe.
   void abort(const Status& why);
 
+  // Tasks handed to run() whose outcome has not been delivered yet.
+  std::size_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
+
   int nodes() const { return nodes_; }
   int rank() const { return rank_; }
 
@@ -77,6 +80,7 @@ class RingEngine {
 
   // Engine thread only.
   std::vector<Item> items_;
+  std::atomic<std::size_t> outstanding_{0};
   bool cancelled_transport_ = false;
   std::thread thread_;
 };
