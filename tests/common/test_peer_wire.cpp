@@ -53,7 +53,9 @@ TEST_CASE("peer messages survive encode and decode") {
   ready.tensors.push_back({"w1", wire::CollectiveKind::kAllreduce, DType::kBF16, ReduceOp::kAvg, 1000, 0});
   ready.tensors.push_back({"emb", wire::CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum, 7, 5});
   ready.cached = {0x5, 1ull << 63};
+  ready.plans_seen = 1ull << 40;
   auto rl = std::get<ReadyList>(round_trip(ready));
+  CHECK(rl.plans_seen == 1ull << 40);
   REQUIRE(rl.tensors.size() == 2);
   CHECK(rl.tensors[0].name == "w1");
   CHECK(rl.tensors[0].dtype == DType::kBF16);

@@ -45,6 +45,11 @@ TEST_CASE("every message survives encode and decode") {
   CHECK(reply.status.code() == StatusCode::kMismatch);
   CHECK(reply.status.message() == "no");
   CHECK(reply.daemon_version == "0.1.0");
+  CHECK(reply.node_rank == 0);
+  CHECK(reply.num_nodes == 1);
+  auto node = std::get<HelloReply>(round_trip(HelloReply{Status::Ok(), 1, "0.1.0", 2, 3}));
+  CHECK(node.node_rank == 2);
+  CHECK(node.num_nodes == 3);
 
   auto alloc = std::get<AllocReply>(round_trip(AllocReply{9, Status::Ok(), 5, 1 << 20}));
   CHECK(alloc.request_id == 9);
