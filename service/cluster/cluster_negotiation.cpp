@@ -18,14 +18,6 @@ peer_wire::ReadyTensor describe(const PendingCollective& p) {
   return peer_wire::ReadyTensor{p.name, c.kind, c.dtype, c.op, c.count, c.root};
 }
 
-bool same(const peer_wire::ReadyTensor& a, const peer_wire::ReadyTensor& b) {
-  return a.name == b.name && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
-         a.count == b.count && a.root == b.root;
-}
-
-// How many occupants of one cache bit the coordinator remembers.
-constexpr std::size_t kBitHistory = 4;
-
 }  // namespace
 
 void ClusterNode::local_ready(PendingCollective collective) {
@@ -95,24 +87,15 @@ void ClusterNode::send_report() {
 
 std::optional<peer_wire::ReadyTensor> ClusterNode::resolve_bit(std::uint32_t bit,
                                                                std::uint64_t plans_seen) {
-  if (bit >= bit_history_.size()) return std::nullopt;
-  // The sender looked the bit up after applying plan `plans_seen`: the occupant
-  // it meant is the newest one that took the bit no later than that.
-  for (const auto& [cycle, tensor] : bit_history_[bit])
-    if (cycle <= plans_seen) return tensor;
-  return std::nullopt;
+  if (!bit_history_) return std::nullopt;
+  return bit_history_->resolve(bit, plans_seen);
 }
 
 void ClusterNode::record_in_cache(const peer_wire::ReadyTensor& tensor, std::uint64_t cycle) {
   if (!cache_) return;
   cache_->record(tensor);
-  if (config_.node_rank != 0) return;
-  const auto bit = cache_->lookup(tensor);
-  if (!bit || *bit >= bit_history_.size()) return;
-  auto& history = bit_history_[*bit];
-  if (!history.empty() && same(history.front().second, tensor)) return;
-  history.insert(history.begin(), {cycle, tensor});
-  if (history.size() > kBitHistory) history.pop_back();
+  if (config_.node_rank != 0 || !bit_history_) return;
+  if (const auto bit = cache_->lookup(tensor)) bit_history_->record(*bit, cycle, tensor);
 }
 
 void ClusterNode::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
@@ -121,7 +104,7 @@ void ClusterNode::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
   for (std::uint32_t bit : negotiation::from_bits(list.cached)) {
     auto tensor = resolve_bit(bit, list.plans_seen);
     if (!tensor) {
-      // Only a node more than kBitHistory reassignments behind gets here.
+      // Only a node more than BitHistory::kDepth reassignments behind gets here.
       lose(Status::Internal(node_name(from) + " announced response-cache bit " + std::to_string(bit) +
                             " that the coordinator cannot resolve; forming the ring again"));
       return;

@@ -225,7 +225,7 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
   cache_.reset();
   if (config_.response_cache_capacity > 0)
     cache_ = std::make_unique<negotiation::ResponseCache>(config_.response_cache_capacity);
-  bit_history_.assign(config_.response_cache_capacity, {});
+  bit_history_ = std::make_unique<negotiation::BitHistory>(config_.response_cache_capacity);
   stall_reported_.clear();
   const std::uint64_t epoch = epoch_;
   auto wire = [this, epoch](std::uint32_t node, const std::shared_ptr<PeerLink>& link) {

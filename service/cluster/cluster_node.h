@@ -36,6 +36,7 @@
 #include "service/cluster/ring_engine.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
+#include "service/negotiation/bit_history.h"
 #include "service/negotiation/coordinator.h"
 #include "service/negotiation/response_cache.h"
 #include "service/pending_collective.h"
@@ -173,9 +174,7 @@ class ClusterNode {
   std::unique_ptr<negotiation::Coordinator> coordinator_;
   bool plan_scheduled_ = false;
   std::uint64_t next_cycle_ = 1;
-  // Per cache bit, the last occupants and the cycle each took the bit, newest
-  // first: lets the coordinator read a bit a lagging node sent.
-  std::vector<std::vector<std::pair<std::uint64_t, peer_wire::ReadyTensor>>> bit_history_;
+  std::unique_ptr<negotiation::BitHistory> bit_history_;
   std::set<std::string> stall_reported_;
 
   // Execution.
