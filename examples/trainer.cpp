@@ -2,7 +2,9 @@
 // checks every result against what it computes itself from the known inputs of
 // all ranks.
 //
-// Run one process per local rank r = 0..3 against a running ringsyncd:
+// Easiest: let the launcher start the daemons and the ranks,
+//   ringsync launch --nodes 2 --slots 2 -- ringsync-example-trainer --steps 3
+// or run one process per local rank r = 0..3 against a running ringsyncd:
 //   export RINGSYNC_SOCKET=/tmp/rs.sock RINGSYNC_LOCAL_SIZE=4
 //   RINGSYNC_LOCAL_RANK=r ringsync-example-trainer [--steps N]
 //
@@ -294,8 +296,10 @@ int main(int argc, char** argv) {
   int rank = -1;
   try {
     ringsync::Context ctx;
-    rank = ctx.local_rank();
-    Checker check(rank, ctx.local_size());
+    // Global rank and size: on a multi-node job (ringsync launch --nodes N) the
+    // collectives span every node's ranks.
+    rank = ctx.rank();
+    Checker check(rank, ctx.size());
     // Sizes: single elements, odd counts, nothing at all, and more than a staging class.
     const std::size_t counts[] = {1, 3, 0, 1000, 70001, 1 << 20};
     for (int step = 0; step < steps; ++step) {

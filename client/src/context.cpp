@@ -141,13 +141,14 @@ void Context::release(PendingCollective& pending) {
 // ---- collectives ------------------------------------------------------------
 
 Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call) {
-  auto bytes = validate(call, local_rank(), local_size());
+  // Roots, allgather sizes and in-place slots are in global ranks.
+  auto bytes = validate(call, rank(), size());
   if (!bytes.ok()) return bytes.status();
   {
     std::lock_guard lock(mu_);
     if (closed_) return *closed_;
   }
-  auto placement = place(call, *bytes, local_rank(),
+  auto placement = place(call, *bytes, rank(),
                          [this](const void* p, std::size_t n) { return buffers_.find(p, n); });
   if (!placement.ok()) return placement.status();
 

@@ -121,7 +121,9 @@ RINGSYNC_API rs_status_t rs_alloc(rs_context_t* ctx, size_t bytes, void** out) R
  * nothing). Fails with RS_INVALID_ARGUMENT while a pending request uses it. */
 RINGSYNC_API rs_status_t rs_free(rs_context_t* ctx, void* ptr) RINGSYNC_NOEXCEPT;
 
-/* Allreduce of `count` elements across the job's local ranks. Every rank's recvbuf
+/* Ranks below are global ranks (rs_rank(): the local rank on a one-node daemon).
+ *
+ * Allreduce of `count` elements across the job's ranks. Every rank's recvbuf
  * receives op(sendbuf of every rank). In place when sendbuf == recvbuf. RS_AVG
  * divides the sum by the number of ranks (integers: truncating division). */
 RINGSYNC_API rs_status_t rs_allreduce_async(rs_context_t* ctx, const char* name,
@@ -129,7 +131,7 @@ RINGSYNC_API rs_status_t rs_allreduce_async(rs_context_t* ctx, const char* name,
                                             rs_dtype_t dtype, rs_op_t op,
                                             rs_request_t** request) RINGSYNC_NOEXCEPT;
 
-/* Broadcast of `count` elements from local rank `root`: every rank's recvbuf receives
+/* Broadcast of `count` elements from rank `root`: every rank's recvbuf receives
  * root's sendbuf. Only root's sendbuf is read (others may pass NULL). In place when
  * sendbuf == recvbuf on root. */
 RINGSYNC_API rs_status_t rs_broadcast_async(rs_context_t* ctx, const char* name,
@@ -137,8 +139,8 @@ RINGSYNC_API rs_status_t rs_broadcast_async(rs_context_t* ctx, const char* name,
                                             rs_dtype_t dtype, int root,
                                             rs_request_t** request) RINGSYNC_NOEXCEPT;
 
-/* Allgather: each rank contributes `sendcount` elements; recvbuf (sendcount * size
- * elements) receives them in rank order. In place when
+/* Allgather: each rank contributes `sendcount` elements; recvbuf (sendcount * rs_size()
+ * elements) receives them in global rank order. In place when
  * sendbuf == recvbuf + rank * sendcount * element size. */
 RINGSYNC_API rs_status_t rs_allgather_async(rs_context_t* ctx, const char* name,
                                             const void* sendbuf, void* recvbuf, size_t sendcount,

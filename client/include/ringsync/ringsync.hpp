@@ -292,13 +292,13 @@ class Context {
     broadcast_async(name, data, root).wait();
   }
 
-  // Allgather: recv (send.size() * local_size() elements) receives every rank's
+  // Allgather: recv (send.size() * size() elements) receives every rank's
   // send in rank order.
   template <Tensor S, Tensor R>
   Request allgather_async(const std::string& name, const S& send, R&& recv) {
     same_element<S, R>();
     expect_size(name, std::ranges::size(recv),
-                std::ranges::size(send) * static_cast<std::size_t>(local_size()), "recv");
+                std::ranges::size(send) * static_cast<std::size_t>(size()), "recv");
     rs_request_t* r = nullptr;
     detail::check(rs_allgather_async(ctx_.get(), name.c_str(), std::ranges::data(send),
                                      std::ranges::data(recv), std::ranges::size(send),
