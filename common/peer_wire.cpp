@@ -39,7 +39,7 @@ struct Encoder {
     auto address = b.CreateVector(m.ucx_address);
     return {fb::PeerBody::PeerHello,
             fb::CreatePeerHello(b, m.protocol_version, job, m.node_rank, m.num_nodes, m.slots,
-                                token, address, m.epoch)
+                                token, address, m.epoch, m.ring_chunk_bytes, m.response_cache)
                 .Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const PeerHelloReply& m) {
@@ -176,7 +176,8 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
         return Status::ProtocolError("peer hello without a job id");
       return Message(PeerHello{m->protocol_version(), m->job_id()->str(), m->node_rank(),
                                m->num_nodes(), m->slots(), str(m->token()),
-                               bytes(m->ucx_address()), m->epoch()});
+                               bytes(m->ucx_address()), m->epoch(), m->ring_chunk_bytes(),
+                               m->response_cache()});
     }
     case fb::PeerBody::PeerHelloReply: {
       const auto* m = frame->body_as_PeerHelloReply();

@@ -26,6 +26,8 @@ struct PeerHello {
   std::string token;
   std::vector<std::uint8_t> ucx_address;
   std::uint64_t epoch = 0;
+  std::uint64_t ring_chunk_bytes = 0;  // must match on every node
+  std::uint32_t response_cache = 0;    // capacity; must match on every node
 };
 
 struct PeerHelloReply {

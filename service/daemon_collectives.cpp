@@ -79,6 +79,7 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
   metrics_.collective_done(first.kind, first.dtype, status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
                            ranks);
+  if (timeline_ && !cluster_) timeline_->phase(collective.name, "LOCAL_COLLECTIVE", ready, Clock::now());
   for (auto& s : collective.submissions) s.complete(status);
   RS_LOG(trace, "collective") << "tensor '" << collective.name << "' done: "
                                    << status.to_string();
@@ -96,12 +97,17 @@ void Daemon::fail(PendingCollective& collective, const Status& status,
 }
 
 Status Daemon::start_cluster() {
-  if (!config_.cluster.enabled()) return Status::Ok();
   if (!config_.cluster.timeline_path.empty()) {
-    auto timeline = Timeline::open(config_.cluster.timeline_path, config_.cluster.node_rank);
+    // "{node}" in the path becomes the node rank, so daemons sharing a
+    // directory (ringsync launch) write one file each.
+    std::string path = config_.cluster.timeline_path;
+    for (auto at = path.find("{node}"); at != std::string::npos; at = path.find("{node}"))
+      path.replace(at, 6, std::to_string(config_.cluster.node_rank));
+    auto timeline = Timeline::open(path, config_.cluster.node_rank);
     if (!timeline.ok()) return timeline.status();
     timeline_ = std::move(timeline).value();
   }
+  if (!config_.cluster.enabled()) return Status::Ok();
   cluster::ClusterNode::Hooks hooks;
   hooks.fail = [this](PendingCollective& p, const Status& s, std::string_view kind) { fail(p, s, kind); };
   hooks.succeed = [this](PendingCollective& p, Clock::time_point ready, std::size_t ranks) {

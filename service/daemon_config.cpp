@@ -162,7 +162,8 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "UCX transports between daemons (UCX_TLS), e.g. tcp,self or rc,self; empty leaves UCX's choice."},
       {"ucx-net-devices", Kind::kString, "", "", "UCX network devices (UCX_NET_DEVICES); empty leaves UCX's choice."},
       {"timeline", Kind::kPath, "", "",
-       "When set, a Chrome-trace JSON timeline of every collective's phases is written to this file."},
+       "When set, a Chrome-trace JSON timeline of every collective's phases is written to this file; "
+       "{node} in the path is replaced by the node rank."},
   };
   return table;
 }

@@ -226,12 +226,20 @@ void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
   auto job_it = jobs_.find(who.job_id);
   if (job_it == jobs_.end()) return;
   Job& job = job_it->second;
-  for (auto& pending : job.leave(who.local_rank)) {
+  auto orphaned = job.leave(who.local_rank);
+  for (auto& pending : orphaned) {
     fail(pending,
          Status::PeerLost("local rank " + std::to_string(who.local_rank) + " (pid " +
                           std::to_string(who.pid) + ") of job '" + who.job_id +
                           "' disconnected while tensor '" + pending.name + "' was pending"),
          "client_lost");
+  }
+  if (cluster_ && (!orphaned.empty() || cluster_->has_waiting())) {
+    const std::uint32_t global = cluster_->node_rank() * cluster_->slots() + who.local_rank;
+    cluster_->abandon_job(Status::PeerLost(
+        "rank " + std::to_string(global) + " (node " + std::to_string(cluster_->node_rank()) +
+        ", local rank " + std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) +
+        ") of job '" + who.job_id + "' disconnected with collectives unfinished"));
   }
   if (job.connected() == 0) jobs_.erase(job_it);
   metrics_.jobs.with().set(static_cast<double>(jobs_.size()));

@@ -49,7 +49,14 @@ int main(int argc, char** argv) {
   }
   {
     std::istringstream lines(table.dump());
-    for (std::string line; std::getline(lines, line);) RS_LOG(info, "config") << line;
+    for (std::string line; std::getline(lines, line);) {
+      // The job token is a shared secret: say whether it is set, not what it is.
+      if (line.rfind("job-token = ", 0) == 0 && !cfg->cluster.token.empty()) {
+        const auto source = line.rfind(" (");
+        line = "job-token = (set, not shown)" + (source == std::string::npos ? "" : line.substr(source));
+      }
+      RS_LOG(info, "config") << line;
+    }
   }
 
   // Each client connection holds a descriptor; use all the kernel allows.

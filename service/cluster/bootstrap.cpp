@@ -55,6 +55,12 @@ std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& 
   if (h.slots != c.slots)
     return who + " has " + std::to_string(h.slots) + " slots, this ring " + std::to_string(c.slots);
   if (!same_token(h.token, c.token)) return who + " did not present the job's token";
+  if (h.ring_chunk_bytes != c.ring_chunk_bytes)
+    return who + " runs --ring-chunk-bytes " + std::to_string(h.ring_chunk_bytes) + ", node 0 " +
+           std::to_string(c.ring_chunk_bytes) + "; every node must use the same";
+  if (h.response_cache != c.response_cache)
+    return who + " runs --response-cache " + std::to_string(h.response_cache) + ", node 0 " +
+           std::to_string(c.response_cache) + "; every node must use the same";
   if (h.node_rank == 0 || h.node_rank >= c.nodes.size())
     return "node rank " + std::to_string(h.node_rank) + " is out of range [1, " +
            std::to_string(c.nodes.size()) + ")";
@@ -222,7 +228,7 @@ asio::awaitable<Result<Membership>> join(const BootstrapConfig& c) {
           });
       link->send(peer_wire::PeerHello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
                                       static_cast<std::uint32_t>(c.nodes.size()), c.slots, c.token,
-                                      c.ucx_address, 0});
+                                      c.ucx_address, 0, c.ring_chunk_bytes, c.response_cache});
       asio::steady_timer deadline(ex);
       deadline.expires_at(give_up);
       deadline.async_wait([done](boost::system::error_code wait_ec) {

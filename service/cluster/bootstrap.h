@@ -31,6 +31,9 @@ struct BootstrapConfig {
   std::vector<HostEntry> nodes;  // control endpoint of every node, by node rank
   std::vector<std::uint8_t> ucx_address;
   std::chrono::nanoseconds join_timeout = std::chrono::seconds(60);
+  // Data-plane settings that must be equal on every node.
+  std::uint64_t ring_chunk_bytes = 0;
+  std::uint32_t response_cache = 0;
 };
 
 struct Membership {

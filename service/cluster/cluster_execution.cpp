@@ -86,6 +86,7 @@ void ClusterNode::begin(std::shared_ptr<Running> running) {
   }
   ++in_flight_;
   running->epoch = epoch_;
+  active_[op.sequence] = running->started;
   OperationShape shape{op.kind, op.dtype, op.op, op.root, config_.node_rank, num_nodes(), slots()};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
   std::vector<std::vector<Contribution>> tensors;
@@ -168,6 +169,7 @@ void ClusterNode::scatter(std::shared_ptr<Running> running) {
 
 void ClusterNode::complete(std::shared_ptr<Running> running, const Status& status) {
   if (running->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
+  active_.erase(running->op.sequence);
   running->work.reset();
   const std::size_t ranks = static_cast<std::size_t>(num_nodes()) * slots();
   for (std::size_t i = 0; i < running->tensors.size(); ++i) {

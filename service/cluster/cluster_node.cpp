@@ -22,6 +22,7 @@ namespace {
 // Pause between a failed or lost ring and the next attempt, so that a node
 // that keeps failing does not spin, and the others notice the loss first.
 constexpr auto kReformPause = std::chrono::milliseconds(200);
+constexpr auto kMaxReformPause = std::chrono::milliseconds(5000);
 }  // namespace
 
 ClusterNode::ClusterNode(asio::io_context& io, const ClusterConfig& config, WorkPool& pool,
@@ -65,7 +66,7 @@ Status ClusterNode::start() {
       return Status::InvalidArgument("cannot listen for the other nodes on " + where + ": " + ec.message() +
                                      " (--control-address)");
   }
-  metrics_.ring_nodes.with().set(static_cast<double>(num_nodes()));
+  metrics_.ring_nodes.with().set(0);  // until the ring forms
   asio::co_spawn(io_, formation_loop(), asio::detached);
   RS_LOG(info, "ring") << "node " << config_.node_rank << " of " << num_nodes() << " in job '"
                        << config_.job_id << "'; " << (config_.node_rank == 0 ? "coordinating at " : "joining ")
@@ -76,7 +77,8 @@ Status ClusterNode::start() {
 void ClusterNode::stop(const Status& why) {
   if (stopping_) return;
   stopping_ = true;
-  if (formed_) lose(why);
+  // The other nodes learn which node went away.
+  if (formed_) lose(Status::Closed(node_name(config_.node_rank) + " of job '" + config_.job_id + "' shut down"));
   fail_waiting(why, "shutdown");
   boost::system::error_code ec;
   if (acceptor_) acceptor_->close(ec);
@@ -84,7 +86,18 @@ void ClusterNode::stop(const Status& why) {
   report_timer_.cancel();
 }
 
+void ClusterNode::abandon_job(const Status& why) {
+  if (formed_) {
+    lose(why);
+  } else {
+    fail_waiting(why, "client_lost");  // never reported: nobody else holds them
+  }
+}
+
 asio::awaitable<void> ClusterNode::formation_loop() {
+  // Attempts that fail (a node refuses this one, or never comes) back off, so
+  // a misconfigured node does not flood the logs of both.
+  auto pause = kReformPause;
   while (!stopping_) {
     transport::UcxOptions options;
     options.transports = config_.ucx_transports;
@@ -109,6 +122,7 @@ asio::awaitable<void> ClusterNode::formation_loop() {
     if (stopping_) break;
     boost::system::error_code ec;
     if (!failed.ok()) {
+      pause = std::min<std::chrono::milliseconds>(pause * 2, kMaxReformPause);
       RS_LOG(warn, "ring") << "forming the ring of job '" << config_.job_id << "' failed: "
                            << failed.message() << "; trying again";
       metrics_.error("ring_formation");
@@ -118,12 +132,13 @@ asio::awaitable<void> ClusterNode::formation_loop() {
                                     failed.message()),
                    "peer_lost");
     } else {
+      pause = kReformPause;
       // Formed: sleep until lose() wakes us.
       wake_formation_.expires_at(asio::steady_timer::time_point::max());
       co_await wake_formation_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       if (stopping_) break;
     }
-    wake_formation_.expires_after(kReformPause);
+    wake_formation_.expires_after(pause);
     co_await wake_formation_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
   }
 }
@@ -136,6 +151,8 @@ BootstrapConfig ClusterNode::bootstrap_config() const {
   bc.slots = config_.slots();
   bc.nodes = config_.nodes;
   bc.join_timeout = config_.join_timeout;
+  bc.ring_chunk_bytes = config_.ring_chunk_bytes;
+  bc.response_cache = static_cast<std::uint32_t>(config_.response_cache_capacity);
   return bc;
 }
 
@@ -249,6 +266,7 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
     wire(0, coordinator_link_);
   }
   metrics_.ring_epoch.with().set(static_cast<double>(epoch_));
+  metrics_.ring_nodes.with().set(static_cast<double>(n));
   RS_LOG(info, "ring") << "ring of job '" << config_.job_id << "' formed: " << n << " node(s), epoch "
                        << epoch_;
   // Whatever became ready while the ring formed is reported now.
@@ -294,7 +312,13 @@ void ClusterNode::on_peer_message(std::uint32_t from, peer_wire::Message message
 void ClusterNode::lose(const Status& why) {
   if (!formed_) return;
   formed_ = false;
-  RS_LOG(error, "ring") << why.message() << "; failing the job's collectives and forming the ring again";
+  if (why.code() == StatusCode::kClosed) {
+    RS_LOG(info, "ring") << why.message() << "; the ring is closed";
+  } else {
+    RS_LOG(error, "ring") << why.message() << "; failing the job's collectives and forming the ring again";
+  }
+  metrics_.ring_nodes.with().set(0);
+  active_.clear();
   metrics_.peers_lost.with().inc();
   metrics_.error("peer_lost");
   // Tell the others first: the coordinator relays the reason to every worker.
@@ -339,6 +363,16 @@ namespace ringsync::service::cluster {
 
 std::size_t ClusterNode::sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout) {
   std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
+  // A ring operation that runs for longer than the collective timeout is stuck
+  // (a data path that stalled while heartbeats still flow): start over.
+  for (const auto& [sequence, started] : active_) {
+    if (now - started < timeout) continue;
+    lose(Status::Timeout("ring operation " + std::to_string(sequence) + " of job '" + config_.job_id +
+                         "' made no progress for " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - started).count()) +
+                         " s (--collective-timeout): the data path between the nodes is stuck"));
+    break;
+  }
   for (auto& [name, w] : waiting_) {
     for (std::size_t i = 0; i < w.queue.size(); ++i) {
       if (w.answered[i] || now - w.ready_at[i] < timeout) continue;

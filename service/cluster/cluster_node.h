@@ -73,6 +73,14 @@ class ClusterNode {
   // Shutdown: fails everything with `why`, says goodbye, stops forming.
   void stop(const Status& why);
 
+  // A local rank left with collectives of the job unfinished (it died, or the
+  // job ended early): what other nodes hold for this job can never complete
+  // and must not meet the next job's tensors, so the ring starts over
+  // (every node fails the job's collectives with `why`).
+  void abandon_job(const Status& why);
+  // Tensors ready here and waiting for the other nodes (incl. timed out ones).
+  bool has_waiting() const { return !waiting_.empty(); }
+
   // Every local rank submitted this collective: negotiate it with the others.
   void local_ready(PendingCollective collective);
   // Periodic: stall report (coordinator), collective timeout of tensors the
@@ -180,6 +188,7 @@ class ClusterNode {
   // Execution.
   std::deque<std::shared_ptr<Running>> queued_;
   std::size_t in_flight_ = 0;
+  std::map<std::uint32_t, Clock::time_point> active_;  // by sequence: started ring operations
 };
 
 }  // namespace ringsync::service::cluster

@@ -37,7 +37,13 @@ void UcxTransport::handle_lost_peers() {
     const int lost = newly_lost_.back();
     newly_lost_.pop_back();
     const Status why = lost_status(lost);
-    RS_LOG(warn, "ucx") << why.message();
+    // After cancel_all() the ring is being torn down on purpose and every
+    // endpoint is going away: that is not news worth a warning.
+    if (closed_) {
+      RS_LOG(debug, "ucx") << why.message();
+    } else {
+      RS_LOG(warn, "ucx") << why.message();
+    }
     fail_ops([lost](const Op& op) { return op.peer == lost; }, why);
     close_endpoint(*peers_[lost], /*force=*/true);
   }
