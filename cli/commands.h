@@ -6,11 +6,15 @@
 
 namespace ringsync::cli {
 
-// ringsync demo: a daemon and local trainer ranks on this machine, allreduce
-// from small to large, every result verified, a bandwidth table.
+// ringsync launch: N ringsyncd daemons as simulated nodes on this machine and L
+// copies of a trainer command per node (see kLaunchHelp in launch_options.cpp).
+int launch(const std::vector<std::string>& args, const std::string& self);
+
+// ringsync demo: `launch` with the demo trainer (2 nodes x 2 slots by default):
+// allreduce from small to large, every result verified, a bandwidth table.
 int demo(const std::vector<std::string>& args, const std::string& self);
 
-// One trainer rank of the demo (started by `demo`; rank and socket come from the
+// One trainer rank of the demo (started by `demo`; ranks and socket come from the
 // environment, as for any trainer).
 int demo_rank(const std::vector<std::string>& args);
 

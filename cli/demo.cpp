@@ -1,67 +1,35 @@
-// ringsync demo: the main job on one machine with no configuration.
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
+// ringsync demo: the main job on one machine with no configuration. It is
+// `ringsync launch` (2 simulated nodes x 2 slots by default) running the demo
+// trainer, with a look at node 0's /metrics before the daemons stop.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "cli/commands.h"
+#include "cli/launch.h"
+#include "cli/node_daemons.h"
 #include "cli/options.h"
 #include "common/http_get.h"
-#include "common/subprocess.h"
 
 namespace ringsync::cli {
 namespace {
 
-namespace fs = std::filesystem;
-using namespace std::chrono_literals;
+constexpr int kMaxDemoRanks = 64;
 
 const char* kHelp =
-    "usage: ringsync demo [--ranks N] [--min-bytes B] [--max-bytes B] [--iters N]\n\n"
-    "Starts a ringsyncd daemon and N trainer processes (default 4) on this machine,\n"
-    "allreduces f32 tensors from --min-bytes (default 4) to --max-bytes (default 64M)\n"
-    "in shared-memory buffers, checks every element, prints time, algbw and busbw per\n"
-    "size (nccl-tests definitions), shows the daemon's /metrics, and shuts down.\n";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Value of `key=` in the daemon's ready file, or "".
-std::string ready_value(const std::string& text, const std::string& key) {
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind(key + "=", 0) == 0) return line.substr(key.size() + 1);
-  return "";
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ringsync-demo-XXXXXX").string();
-    if (::mkdtemp(tmpl.data())) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+    "usage: ringsync demo [--nodes N] [--slots L] [--ranks N] [--min-bytes B] [--max-bytes B]\n"
+    "                     [--iters N]\n\n"
+    "Runs a multi-node job on this machine, as 'ringsync launch' does: one ringsyncd per\n"
+    "simulated node (--nodes, default 2) and --slots trainer processes per node (default 2).\n"
+    "--ranks N is the single-daemon demo: --nodes 1 --slots N. Every rank allreduces f32\n"
+    "tensors from --min-bytes (default 4) to --max-bytes (default 64M) across all\n"
+    "nodes x slots ranks, in shared-memory buffers; every element is checked. Rank 0\n"
+    "prints time, algbw and busbw per size (nccl-tests definitions); then node 0's\n"
+    "/metrics are shown and the daemons shut down. --iters N fixes the iterations per\n"
+    "size (default: adaptive). Other ranks' lines, if any, begin with '[rank R] '.\n";
 
 void show_metrics(const std::string& host_port) {
+  if (host_port.empty()) return;
   const std::string url = "http://" + host_port + "/metrics";
   auto response = http_get(host_port, "/metrics");
   if (!response.ok() || response->status != 200) {
@@ -69,7 +37,7 @@ void show_metrics(const std::string& host_port) {
                 response.ok() ? "bad status" : response.status().message().c_str());
     return;
   }
-  std::printf("#\n# The daemon served Prometheus metrics at %s ; a few of them:\n", url.c_str());
+  std::printf("#\n# Node 0's daemon served Prometheus metrics at %s ; a few of them:\n", url.c_str());
   std::istringstream lines(response->body);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("ringsync_collectives_total", 0) == 0 ||
@@ -87,82 +55,59 @@ int demo(const std::vector<std::string>& args, const std::string& self) {
     std::cout << kHelp;
     return 0;
   }
-  int ranks = 4;
-  if (auto v = option(args, "--ranks")) ranks = std::atoi(v->c_str());
+  int nodes = 2, slots = 2;
+  if (auto v = option(args, "--nodes")) nodes = std::atoi(v->c_str());
+  if (auto v = option(args, "--slots")) slots = std::atoi(v->c_str());
+  if (auto v = option(args, "--ranks")) {
+    if (option(args, "--nodes") || option(args, "--slots")) {
+      std::cerr << "ringsync demo: --ranks N means --nodes 1 --slots N; give one form or the other\n";
+      return 2;
+    }
+    nodes = 1;
+    slots = std::atoi(v->c_str());
+  }
   std::uint64_t min_bytes = 4, max_bytes = 64ull << 20;
   if (!bytes_option(args, "--min-bytes", min_bytes) || !bytes_option(args, "--max-bytes", max_bytes))
     return 2;
-  if (ranks < 1 || ranks > 64 || min_bytes < 4 || max_bytes < min_bytes) {
-    std::cerr << "ringsync demo: need 1 <= --ranks <= 64 and 4 <= --min-bytes <= --max-bytes\n";
+  if (nodes < 1 || slots < 1 || nodes * slots > kMaxDemoRanks || min_bytes < 4 || max_bytes < min_bytes) {
+    std::cerr << "ringsync demo: need 1 to " << kMaxDemoRanks
+              << " ranks (--nodes x --slots, both at least 1) and 4 <= --min-bytes <= --max-bytes\n";
     return 2;
   }
   const std::string iters = option(args, "--iters").value_or("0");
 
-  TempDir dir;
-  if (dir.path().empty()) {
-    std::cerr << "ringsync demo: cannot create a temporary directory\n";
-    return 1;
-  }
-  const fs::path bin_dir = fs::path(self).parent_path();
-  const std::string socket = (dir.path() / "ringsyncd.sock").string();
-  const fs::path ready = dir.path() / "ready";
-  const fs::path daemon_log = dir.path() / "ringsyncd.log";
-  auto daemon = Child::start({(bin_dir / "ringsyncd").string(), "--socket", socket,
-                              "--metrics-address", "127.0.0.1:0", "--ready-file", ready.string(),
-                              "--log-level", "warn"},
-                             {}, daemon_log.string());
-  if (!daemon.ok()) {
-    std::cerr << "ringsync demo: " << daemon.status().message()
-              << " (ringsyncd is expected next to this program)\n";
-    return 1;
-  }
-  std::string metrics;
-  for (auto deadline = std::chrono::steady_clock::now() + 20s; metrics.empty();) {
-    metrics = ready_value(slurp(ready), "metrics");
-    if (!metrics.empty()) break;
-    if (!daemon->running() || std::chrono::steady_clock::now() > deadline) {
-      std::cerr << "ringsync demo: the daemon did not start:\n" << slurp(daemon_log);
-      return 1;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  std::printf("# ringsyncd started (pid %d), socket %s\n", daemon->pid(), socket.c_str());
-  std::fflush(stdout);
+  LaunchPlan plan;
+  plan.tool = "ringsync demo";
+  plan.raw_stdout_rank = 0;  // its table is the demo's output
+  plan.default_daemon_args = {"--log-level", "warn"};
+  plan.options.nodes = nodes;
+  plan.options.slots = slots;
+  plan.options.job_id = "demo";
+  plan.options.timeout = std::chrono::minutes(30);
+  plan.options.command = {self,        "demo-rank", "--min-bytes", std::to_string(min_bytes), "--max-bytes",
+                          std::to_string(max_bytes), "--iters", iters};
 
-  std::vector<Child> children;
-  for (int r = 0; r < ranks; ++r) {
-    auto child = Child::start(
-        {self, "demo-rank", "--min-bytes", std::to_string(min_bytes), "--max-bytes",
-         std::to_string(max_bytes), "--iters", iters},
-        {{"RINGSYNC_SOCKET", socket},
-         {"RINGSYNC_JOB_ID", "demo"},
-         {"RINGSYNC_LOCAL_RANK", std::to_string(r)},
-         {"RINGSYNC_LOCAL_SIZE", std::to_string(ranks)}},
-        r == 0 ? "" : (dir.path() / ("rank" + std::to_string(r) + ".log")).string());
-    if (!child.ok()) {
-      std::cerr << "ringsync demo: " << child.status().message() << "\n";
-      return 1;
-    }
-    children.push_back(std::move(child).value());
-  }
-  int failed = 0;
-  for (int r = 0; r < ranks; ++r) {
-    if (children[r].succeeded(30min)) continue;
-    ++failed;
-    std::cerr << "ringsync demo: rank " << r << " failed";
-    if (r > 0) std::cerr << ":\n" << slurp(dir.path() / ("rank" + std::to_string(r) + ".log"));
-    std::cerr << "\n";
-    for (auto& c : children) c.signal(SIGTERM);
-  }
-  show_metrics(metrics);
-
-  daemon->signal(SIGTERM);
-  auto status = daemon->wait(20s);
-  const bool clean = status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
-  std::printf("# ringsyncd %s\n", clean ? "shut down cleanly" : "did not shut down cleanly");
-  if (!clean) std::cerr << slurp(daemon_log);
-  if (failed) std::cerr << "ringsync demo: FAILED (" << failed << " rank(s))\n";
-  return failed || !clean ? 1 : 0;
+  LaunchHooks hooks;
+  hooks.daemons_ready = [&](const NodeDaemons& daemons) {
+    std::printf("# ringsync demo: %d node(s) x %d slot(s) = %d ranks on this machine, one ringsyncd "
+                "per node\n", nodes, slots, nodes * slots);
+    for (int i = 0; i < daemons.size(); ++i)
+      std::printf("# ringsyncd started for node %d (pid %d), socket %s\n", i,
+                  static_cast<int>(daemons.pid(i)), daemons.socket(i).c_str());
+    std::fflush(stdout);
+  };
+  hooks.ranks_done = [&](const NodeDaemons& daemons, int) {
+    show_metrics(daemons.metrics(0));
+    std::fflush(stdout);
+  };
+  hooks.daemons_stopped = [&](bool clean) {
+    std::printf("# ringsyncd %s (%d node(s))\n", clean ? "shut down cleanly" : "did not shut down cleanly",
+                nodes);
+    std::fflush(stdout);
+  };
+  const int status = run_launch(plan, self, hooks);
+  if (status != 0) std::cerr << "ringsync demo: FAILED (exit status " << status << ")\n";
+  return status;
 }
 
 }  // namespace ringsync::cli

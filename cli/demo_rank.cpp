@@ -1,7 +1,8 @@
 // One trainer rank of `ringsync demo`: f32 sum allreduce over a range of sizes in
 // shared buffers (zero copy), every element checked, nccl-tests-style rows
-// printed by local rank 0. The slowest rank's time is what counts: ranks agree
-// on it with a max-allreduce of their own timings.
+// printed by global rank 0. The allreduce spans every rank of every node, so
+// inputs and expected sums use the global rank and size. The slowest rank's time
+// is what counts: ranks agree on it with a max-allreduce of their own timings.
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -46,8 +47,8 @@ int demo_rank(const std::vector<std::string>& args) {
   rs_config_init(&config);
   rs_context_t* ctx = nullptr;
   if (!check(rs_connect(&config, &ctx), "connect")) return 1;
-  const int rank = rs_local_rank(ctx);
-  const int size = rs_local_size(ctx);
+  const int rank = rs_rank(ctx);
+  const int size = rs_size(ctx);
   const std::size_t max_count = std::max<std::uint64_t>(1, range.max_bytes / 4);
   void* send_mem = nullptr;
   void* recv_mem = nullptr;
@@ -62,12 +63,13 @@ int demo_rank(const std::vector<std::string>& args) {
   const float ranks_sum = static_cast<float>(size * (size + 1) / 2);
 
   if (rank == 0) {
-    std::printf("# ringsync demo: allreduce, %d local ranks, shared-memory buffers (zero copy)\n",
-                size);
+    std::printf("# ringsync demo: allreduce, %d ranks (%d node(s) x %d local), shared-memory buffers "
+                "(zero copy)\n", size, rs_num_nodes(ctx), rs_local_size(ctx));
     std::printf("#\n#%12s %12s %6s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
                 "time", "algbw", "busbw", "#wrong");
     std::printf("#%12s %12s %6s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)",
                 "(GB/s)", "(GB/s)", "");
+    std::fflush(stdout);  // a pipe to the launcher: say who we are before the first row
   }
   double busbw_sum = 0;
   int rows = 0;

@@ -15,7 +15,9 @@ namespace {
 void usage(std::ostream& out) {
   out << "usage: ringsync COMMAND [OPTIONS]\n\n"
          "commands:\n"
-         "  demo       start a daemon and 4 local trainer processes, allreduce 4 B .. 64 MiB,\n"
+         "  launch     run a job on this machine: N daemons as simulated nodes, L copies of a\n"
+         "             trainer command per node (see 'ringsync launch --help')\n"
+         "  demo       launch 2 nodes x 2 trainer processes that allreduce 4 B .. 64 MiB,\n"
          "             verify every result and print a bandwidth table (see 'ringsync demo --help')\n"
          "  version    print the version\n"
          "  help       print this help\n";
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "launch") return ringsync::cli::launch(args, self_path(argv[0]));
   if (command == "demo") return ringsync::cli::demo(args, self_path(argv[0]));
   if (command == "demo-rank") return ringsync::cli::demo_rank(args);
   if (command == "version" || command == "--version") {

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <tuple>
 #include <vector>
 
 #include "daemon_fixture.h"
@@ -25,18 +26,48 @@ TEST_CASE("the example trainer passes its own checks with 1, 2 and 4 ranks") {
   CHECK(daemon.stop());
 }
 
-TEST_CASE("ringsync demo prints a verified table and shuts its daemon down") {
+TEST_CASE("ringsync demo on one node prints a verified table and shuts its daemon down") {
   TempDir dir;
   const std::string log = dir.file("demo.log");
   Child demo = spawn({bin("ringsync"), "demo", "--ranks", "3", "--max-bytes", "1M"}, {}, log);
   REQUIRE_MESSAGE(demo.succeeded(300s), read_file(log));
   const std::string out = read_file(log);
+  CHECK(out.find("1 node(s) x 3 slot(s) = 3 ranks") != std::string::npos);
+  CHECK(out.find("allreduce, 3 ranks (1 node(s) x 3 local)") != std::string::npos);
   CHECK(out.find("#wrong") != std::string::npos);
-  CHECK(out.find("1048576       262144  float    sum") != std::string::npos);
+  // Rank 0's table is the demo's output: no rank prefix on it.
+  CHECK(out.find("\n      1048576       262144  float    sum") != std::string::npos);
   CHECK(out.find("# Out of bounds values : 0 OK") != std::string::npos);
   CHECK(out.find("# Avg bus bandwidth") != std::string::npos);
   CHECK(out.find("ringsync_collectives_total{op=\"allreduce\",status=\"ok\"}") != std::string::npos);
-  CHECK(out.find("ringsyncd shut down cleanly") != std::string::npos);
+  CHECK(out.find("ringsyncd shut down cleanly (1 node(s))") != std::string::npos);
+  CHECK(out.find("[rank ") == std::string::npos);  // no other rank had anything to say
+}
+
+TEST_CASE("ringsync demo by default: 2 nodes x 2 slots, one allreduce across all 4 ranks") {
+  TempDir dir;
+  const std::string log = dir.file("demo.log");
+  Child demo = spawn({bin("ringsync"), "demo", "--max-bytes", "256K"}, {}, log);
+  REQUIRE_MESSAGE(demo.succeeded(300s), read_file(log));
+  const std::string out = read_file(log);
+  CHECK(out.find("2 node(s) x 2 slot(s) = 4 ranks") != std::string::npos);
+  CHECK(out.find("ringsyncd started for node 1") != std::string::npos);
+  // Printed once, by global rank 0, with sums over all 4 ranks checked.
+  CHECK(out.find("allreduce, 4 ranks (2 node(s) x 2 local)") != std::string::npos);
+  CHECK(out.find("#wrong") == out.rfind("#wrong"));
+  CHECK(out.find("\n       262144        65536  float    sum") != std::string::npos);
+  CHECK(out.find("# Out of bounds values : 0 OK") != std::string::npos);
+  CHECK(out.find("Node 0's daemon served Prometheus metrics") != std::string::npos);
+  CHECK(out.find("ringsyncd shut down cleanly (2 node(s))") != std::string::npos);
+}
+
+TEST_CASE("ringsync demo refuses impossible shapes") {
+  auto [rc, out] = run_command(bin("ringsync") + " demo --nodes 0");
+  CHECK(rc == 2);
+  CHECK(out.find("ranks (--nodes x --slots") != std::string::npos);
+  std::tie(rc, out) = run_command(bin("ringsync") + " demo --ranks 2 --nodes 2");
+  CHECK(rc == 2);
+  CHECK(out.find("--ranks N means --nodes 1 --slots N") != std::string::npos);
 }
 
 TEST_CASE("ringsyncd --help lists every setting; bad settings fail clearly") {
