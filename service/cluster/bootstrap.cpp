@@ -110,11 +110,15 @@ asio::awaitable<Result<Membership>> coordinate(const BootstrapConfig& c, tcp::ac
       const std::string peer = socket.remote_endpoint(ec).address().to_string();
       auto link = std::make_shared<PeerLink>(std::move(socket), "peer at " + peer);
       std::weak_ptr<PeerLink> weak = link;
+      // The handlers hold `joined` weakly: it holds the links, and a link that
+      // held it back would never be freed if the daemon stops mid-bootstrap.
+      std::weak_ptr<std::vector<std::shared_ptr<PeerLink>>> weak_joined = joined;
       link->start(
-          [c, weak, joined, addresses, count, done](peer_wire::Message m) {
+          [c, weak, weak_joined, addresses, count, done](peer_wire::Message m) {
             auto self = weak.lock();
+            auto joined = weak_joined.lock();
             auto* hello = std::get_if<peer_wire::PeerHello>(&m);
-            if (!self) return;
+            if (!self || !joined) return;
             if (!hello) {
               self->close(Status::ProtocolError("expected a hello first"));
               return;
@@ -123,14 +127,17 @@ asio::awaitable<Result<Membership>> coordinate(const BootstrapConfig& c, tcp::ac
             if (!why.empty()) {
               RS_LOG(warn, "ring") << "refused a peer: " << why;
               self->send(peer_wire::PeerHelloReply{false, why, 0, {}, 0});
-              return;  // the peer closes on refusal; its link then ends
+              self->goodbye(Status::InvalidArgument(why));
+              return;
             }
             (*joined)[hello->node_rank] = self;
             (*addresses)[hello->node_rank] = hello->ucx_address;
             self->send(peer_wire::PeerHelloReply{true, "", 0, c.ucx_address, 1});
             if (++*count == joined->size()) done->notify();
           },
-          [weak, joined, count, finished](const Status&) {
+          [weak, weak_joined, count, finished](const Status&) {
+            auto joined = weak_joined.lock();
+            if (!joined) return;
             // A node that joined and went away before the roster must be able
             // to join again (it retries), so its place is freed.
             if (*finished) return;
