@@ -46,12 +46,17 @@ void ClusterNode::report(const PendingCollective& front) {
 void ClusterNode::schedule_report() {
   if (!formed_ || report_scheduled_) return;
   report_scheduled_ = true;
-  if (config_.cycle_time.count() == 0) {
+  // Nagle's rule with a deadline: when nothing reported is still waiting for
+  // its plan, report at once (a lone small allreduce pays no cycle). Otherwise
+  // gather what becomes ready until that plan arrives or the cycle ends,
+  // whichever is first, and send it together (it fuses). The deadline keeps
+  // nodes that submit in different orders from waiting on each other.
+  const Clock::time_point due = last_report_ + config_.cycle_time;
+  if (config_.cycle_time.count() == 0 || in_negotiation_.empty() || Clock::now() >= due) {
     asio::post(io_, [this] { send_report(); });
     return;
   }
-  // Tensors that become ready within one cycle travel (and fuse) together.
-  report_timer_.expires_after(config_.cycle_time);
+  report_timer_.expires_at(due);
   report_timer_.async_wait([this](boost::system::error_code ec) {
     if (!ec) send_report();
   });
@@ -60,12 +65,14 @@ void ClusterNode::schedule_report() {
 void ClusterNode::send_report() {
   report_scheduled_ = false;
   if (!formed_ || unreported_.empty()) return;
+  last_report_ = Clock::now();
   peer_wire::ReadyList list;
   list.epoch = epoch_;
   list.node_rank = config_.node_rank;
   // Looked up now, so the bits refer to the cache as of plans_seen.
   std::vector<std::uint32_t> bits;
   for (auto& tensor : unreported_) {
+    in_negotiation_.insert(tensor.name);
     const auto bit = cache_ ? cache_->lookup(tensor) : std::nullopt;
     if (bit) {
       bits.push_back(*bit);
@@ -144,6 +151,7 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     auto it = waiting_.find(name);
     if (it == waiting_.end() || it->second.queue.empty()) return std::nullopt;
     Waiting& w = it->second;
+    in_negotiation_.erase(name);
     std::pair<PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
     w.queue.pop_front();
     w.ready_at.pop_front();
@@ -184,6 +192,10 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     queued_.push_back(std::move(running));
   }
   start_operations();
+  if (report_scheduled_ && in_negotiation_.empty()) {
+    report_timer_.cancel();  // its handler sees operation_aborted
+    send_report();
+  }
 }
 
 }  // namespace ringsync::service::cluster

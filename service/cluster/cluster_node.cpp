@@ -271,6 +271,7 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
                        << epoch_;
   // Whatever became ready while the ring formed is reported now.
   unreported_.clear();
+  in_negotiation_.clear();
   for (auto& [name, w] : waiting_)
     if (!w.queue.empty()) report(w.queue.front());
   return Status::Ok();
@@ -353,6 +354,7 @@ void ClusterNode::fail_waiting(const Status& why, std::string_view kind) {
   auto waiting = std::move(waiting_);
   waiting_.clear();
   unreported_.clear();
+  in_negotiation_.clear();
   for (auto& [name, w] : waiting)
     for (auto& p : w.queue) hooks_.fail(p, why, kind);
 }

@@ -176,6 +176,8 @@ class ClusterNode {
   std::map<std::string, Waiting> waiting_;
   std::vector<peer_wire::ReadyTensor> unreported_;
   bool report_scheduled_ = false;
+  Clock::time_point last_report_{};
+  std::set<std::string> in_negotiation_;  // reported, plan not yet here
   std::uint64_t plans_applied_ = 0;
   std::unique_ptr<negotiation::ResponseCache> cache_;
   // Coordinator only.
