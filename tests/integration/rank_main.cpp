@@ -1,9 +1,13 @@
 // ringsync-test-rank: one trainer rank for the integration tests, driven by a
-// scenario name. Rank, size, socket and job come from the environment, as for
-// any trainer. Exit code 0 means every check passed; failures are printed.
+// scenario name. Local rank, local size, socket and job come from the
+// environment, as for any trainer; the global rank and size from the daemon.
+// Exit code 0 means every check passed; failures are printed; the other codes
+// are rank_exit:: in cluster_fixture.h. Every wait is bounded, so a rank whose
+// peers never answer exits on its own.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,13 +20,19 @@
 #include "common/dtype.h"
 #include "common/half.h"
 #include "common/reduce.h"
+#include "cluster_fixture.h"
 #include "ringsync/ringsync.h"
 
 namespace {
 
+namespace rank_exit = ringsync::test::rank_exit;
+
 int g_failures = 0;
-int g_rank = 0;
+int g_rank = 0;  // global rank and size once connected (on one node: the local ones)
 int g_size = 1;
+std::string g_mark_id;  // names this rank's marks: $RINGSYNC_RANK as the test knows it, else g_rank
+// No wait outlives this ($RINGSYNC_TEST_DEADLINE_S after start, default 300 s).
+std::chrono::steady_clock::time_point g_deadline;
 
 #define EXPECT(cond, ...)                                          \
   do {                                                             \
@@ -38,25 +48,50 @@ void expect_ok(rs_status_t s, const char* what) {
   EXPECT(s == RS_SUCCESS, "%s: %s: %s", what, rs_status_string(s), rs_last_error());
 }
 
+// Waits for a submitted request until the scenario's deadline; a rank still
+// waiting then gives up with kStillWaiting rather than hang its test.
+// Takes the request's address: `submitted` (the submit call) must run before the
+// request pointer is read, and argument evaluation order is unspecified.
+rs_status_t finish(rs_status_t submitted, rs_request_t** request_slot, const char* what) {
+  if (submitted != RS_SUCCESS) return submitted;
+  rs_request_t* request = *request_slot;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      g_deadline - std::chrono::steady_clock::now());
+  const int ms = static_cast<int>(std::max<long long>(left.count(), 1));
+  const rs_status_t s = rs_wait_timeout(request, ms);
+  if (s == RS_IN_PROGRESS) {
+    std::fprintf(stderr, "rank %d: %s still pending at the deadline\n", g_rank, what);
+    std::exit(rank_exit::kStillWaiting);
+  }
+  return s;
+}
+
 // Touches RINGSYNC_TEST_MARK_DIR/<name>.<rank> so the test knows where we are.
 void mark(const char* name) {
   const char* dir = std::getenv("RINGSYNC_TEST_MARK_DIR");
   if (!dir) return;
-  const std::string path = std::string(dir) + "/" + name + "." + std::to_string(g_rank);
+  const std::string path = std::string(dir) + "/" + name + "." + g_mark_id;
   const int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
   if (fd >= 0) ::close(fd);
 }
 
 // Rank r's deterministic input for a tensor: random bytes turned into values
-// small enough that sums and products stay finite.
+// small enough that sums and products stay finite, and such that every partial
+// sum or product is exact in the element type: a ring that rounds at each step
+// (f16, bf16) then matches the one-shot reference bit for bit. Half types get
+// k/8 with k in [-16, 16), so sums over up to 16 ranks are j/8 with |j| <= 256,
+// exact in bf16's 8 significant bits; their products multiply 1s and 2s.
 std::vector<std::byte> input(int rank, std::size_t count, ringsync::DType dtype,
                              ringsync::ReduceOp op, std::uint32_t salt) {
   using ringsync::DType;
   std::mt19937 rng(static_cast<std::uint32_t>(rank * 7919 + count * 31 + salt));
   std::vector<std::byte> out(count * ringsync::dtype_size(dtype));
   const bool prod = op == ringsync::ReduceOp::kProd;
+  const bool half = dtype == DType::kF16 || dtype == DType::kBF16;
   for (std::size_t i = 0; i < count; ++i) {
-    const int small = prod ? static_cast<int>(rng() % 3) + 1 : static_cast<int>(rng() % 200) - 100;
+    const int small = prod   ? static_cast<int>(rng() % (half ? 2 : 3)) + 1
+                      : half ? static_cast<int>(rng() % 32) - 16
+                             : static_cast<int>(rng() % 200) - 100;
     const float f = prod ? static_cast<float>(small) : static_cast<float>(small) / 8.0f;
     std::byte* p = out.data() + i * ringsync::dtype_size(dtype);
     switch (dtype) {
@@ -116,8 +151,11 @@ void check_allreduce(rs_context_t* ctx, bool shared, std::size_t count, ringsync
                            std::string(ringsync::reduce_op_name(op)) + "." +
                            std::to_string(count) + (in_place ? ".inplace" : "") +
                            (shared ? ".shm" : ".heap");
-  rs_status_t s = rs_allreduce(ctx, name.c_str(), send, recv, count,
-                               static_cast<rs_dtype_t>(dtype), static_cast<rs_op_t>(op));
+  rs_request_t* req = nullptr;
+  rs_status_t s = finish(rs_allreduce_async(ctx, name.c_str(), send, recv, count,
+                                            static_cast<rs_dtype_t>(dtype),
+                                            static_cast<rs_op_t>(op), &req),
+                         &req, name.c_str());
   expect_ok(s, name.c_str());
   EXPECT(bytes == 0 || std::memcmp(recv, expected.data(), bytes) == 0, "%s: wrong result",
          name.c_str());
@@ -130,8 +168,9 @@ void check_broadcast(rs_context_t* ctx, bool shared, std::size_t count, int root
   void* recv = mem.get(bytes);
   if (g_rank == root && bytes) std::memcpy(recv, data.data(), bytes);
   const std::string name = "bc." + std::to_string(root) + "." + std::to_string(count);
-  expect_ok(rs_broadcast(ctx, name.c_str(), g_rank == root ? recv : nullptr, recv, count, RS_I32,
-                         root),
+  rs_request_t* req = nullptr;
+  expect_ok(finish(rs_broadcast_async(ctx, name.c_str(), g_rank == root ? recv : nullptr, recv,
+                                      count, RS_I32, root, &req), &req, name.c_str()),
             name.c_str());
   EXPECT(bytes == 0 || std::memcmp(recv, data.data(), bytes) == 0, "%s: wrong data", name.c_str());
 }
@@ -148,7 +187,10 @@ void check_allgather(rs_context_t* ctx, bool shared, std::size_t count, bool in_
   std::byte* send = in_place ? recv + g_rank * bytes : static_cast<std::byte*>(mem.get(bytes));
   if (bytes) std::memcpy(send, expected.data() + g_rank * bytes, bytes);
   const std::string name = "ag." + std::to_string(count) + (in_place ? ".inplace" : "");
-  expect_ok(rs_allgather(ctx, name.c_str(), send, recv, count, RS_F64), name.c_str());
+  rs_request_t* req = nullptr;
+  expect_ok(finish(rs_allgather_async(ctx, name.c_str(), send, recv, count, RS_F64, &req), &req,
+                   name.c_str()),
+            name.c_str());
   EXPECT(bytes == 0 || std::memcmp(recv, expected.data(), expected.size()) == 0, "%s: wrong data",
          name.c_str());
 }
@@ -161,25 +203,36 @@ rs_context_t* connect_or_die() {
   if (s != RS_SUCCESS) {
     std::fprintf(stderr, "rank %d: connect failed: %s: %s\n", g_rank, rs_status_string(s),
                  rs_last_error());
-    std::exit(3);
+    std::exit(rank_exit::kConnectFailed);
   }
   return ctx;
 }
 
+rs_status_t barrier(rs_context_t* ctx, const std::string& name) {
+  rs_request_t* req = nullptr;
+  return finish(rs_barrier_async(ctx, name.c_str(), &req), &req, name.c_str());
+}
+
 // Every collective, every dtype x op, zero-copy and staged, for the given counts.
+// Counts past kLargeCount get a sample of dtype x op pairs that still covers
+// every dtype and op once, to keep a run of several ranks short.
 void scenario_collectives(rs_context_t* ctx, const std::vector<std::size_t>& counts) {
+  constexpr std::size_t kLargeCount = 1 << 16;
   for (std::size_t count : counts) {
+    const bool large = count > kLargeCount;
     for (bool shared : {true, false}) {
       for (int t = 0; t < ringsync::kNumDTypes; ++t)
         for (int o = 0; o < ringsync::kNumReduceOps; ++o)
-          check_allreduce(ctx, shared, count, static_cast<ringsync::DType>(t),
-                          static_cast<ringsync::ReduceOp>(o), (t + o) % 2 == 0);
+          if (!large || (t + 2 * o + (shared ? 0 : 1)) % 5 == 0)
+            check_allreduce(ctx, shared, count, static_cast<ringsync::DType>(t),
+                            static_cast<ringsync::ReduceOp>(o), (t + o) % 2 == 0);
+      // Roots spread over the ranks, so across nodes some root is on another node.
       for (int root = 0; root < g_size; root += std::max(1, g_size / 3))
-        check_broadcast(ctx, shared, count, root);
+        if (!large || root == g_size - 1) check_broadcast(ctx, shared, count, root);
       check_allgather(ctx, shared, count, false);
-      check_allgather(ctx, shared, count, true);
+      if (!large) check_allgather(ctx, shared, count, true);
     }
-    expect_ok(rs_barrier(ctx, ("barrier." + std::to_string(count)).c_str()), "barrier");
+    expect_ok(barrier(ctx, "barrier." + std::to_string(count)), "barrier");
   }
 }
 
@@ -198,12 +251,140 @@ void scenario_async(rs_context_t* ctx) {
   }
   for (int k = kTensors - 1; k >= 0; --k) {
     rs_status_t s;
-    while ((s = rs_test(requests[k])) == RS_IN_PROGRESS)
+    while ((s = rs_test(requests[k])) == RS_IN_PROGRESS) {
+      if (std::chrono::steady_clock::now() > g_deadline) {
+        std::fprintf(stderr, "rank %d: async tensor %d still pending at the deadline\n", g_rank, k);
+        std::exit(rank_exit::kStillWaiting);
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
     expect_ok(s, "rs_test");
     float expected = 0;
     for (int r = 0; r < g_size; ++r) expected += static_cast<float>(r + k);
     EXPECT(data[k].front() == expected && data[k].back() == expected, "async tensor %d", k);
+  }
+}
+
+// `tensors` small allreduces submitted back to back, then waited: the daemons
+// can fuse them into few ring operations. The barrier first lines the ranks up
+// so every node reports the tensors in the same few negotiation cycles.
+void scenario_fusion(rs_context_t* ctx, int tensors) {
+  expect_ok(barrier(ctx, "fusion.start"), "fusion.start");
+  std::vector<std::vector<float>> data(tensors);
+  std::vector<rs_request_t*> requests(tensors, nullptr);
+  for (int k = 0; k < tensors; ++k) {
+    data[k].assign(16 + k % 7, static_cast<float>(g_rank + k));
+    const std::string name = "fuse." + std::to_string(k);
+    expect_ok(rs_allreduce_async(ctx, name.c_str(), data[k].data(), data[k].data(), data[k].size(),
+                                 RS_F32, RS_SUM, &requests[k]),
+              name.c_str());
+  }
+  for (int k = 0; k < tensors; ++k) {
+    const std::string name = "fuse." + std::to_string(k);
+    expect_ok(finish(RS_SUCCESS, &requests[k], name.c_str()), name.c_str());
+    float expected = 0;
+    for (int r = 0; r < g_size; ++r) expected += static_cast<float>(r + k);
+    for (float v : data[k]) {
+      if (v == expected) continue;
+      EXPECT(false, "%s: got %g, wanted %g", name.c_str(), v, expected);
+      break;
+    }
+  }
+  expect_ok(barrier(ctx, "fusion.end"), "fusion.end");
+}
+
+// The same step — `tensors` allreduces with the same names and shapes — `steps`
+// times: from the second step on the daemons can announce them as cache bits.
+void scenario_repeat(rs_context_t* ctx, int steps, int tensors) {
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<std::int32_t>> data(tensors);
+    std::vector<rs_request_t*> requests(tensors, nullptr);
+    for (int k = 0; k < tensors; ++k) {
+      data[k].assign(100 + k, g_rank * 1000 + step * 10 + k);
+      const std::string name = "step.grad" + std::to_string(k);
+      expect_ok(rs_allreduce_async(ctx, name.c_str(), data[k].data(), data[k].data(),
+                                   data[k].size(), RS_I32, RS_SUM, &requests[k]),
+                name.c_str());
+    }
+    for (int k = 0; k < tensors; ++k) {
+      expect_ok(finish(RS_SUCCESS, &requests[k], "step"), "step");
+      std::int32_t expected = 0;
+      for (int r = 0; r < g_size; ++r) expected += r * 1000 + step * 10 + k;
+      EXPECT(data[k].front() == expected && data[k].back() == expected,
+             "step %d tensor %d: got %d, wanted %d", step, k, data[k].front(), expected);
+    }
+    expect_ok(barrier(ctx, "step.end"), "step.end");
+  }
+}
+
+// The ranks of node `odd_node` submit tensor 'mixed' with another count than
+// everybody else: every rank gets a mismatch naming the tensor and the field,
+// and the job goes on with the next tensors.
+void scenario_node_mismatch(rs_context_t* ctx, int odd_node) {
+  std::vector<float> buf(16, 1.0f);
+  const std::size_t count = rs_node_rank(ctx) == odd_node ? 8 : 16;
+  rs_request_t* req = nullptr;
+  const rs_status_t s = finish(
+      rs_allreduce_async(ctx, "mixed", buf.data(), buf.data(), count, RS_F32, RS_SUM, &req), &req,
+      "mixed");
+  const std::string text = rs_last_error();
+  std::printf("rank %d: %s: %s\n", g_rank, rs_status_string(s), text.c_str());
+  EXPECT(s == RS_MISMATCH, "got %s (%s), wanted mismatch", rs_status_string(s), text.c_str());
+  EXPECT(text.find("'mixed'") != std::string::npos, "message '%s' does not name the tensor",
+         text.c_str());
+  EXPECT(text.find("count") != std::string::npos, "message '%s' does not name the field",
+         text.c_str());
+  check_allreduce(ctx, false, 5, ringsync::DType::kI32, ringsync::ReduceOp::kSum, false);
+  check_allreduce(ctx, true, 1001, ringsync::DType::kF32, ringsync::ReduceOp::kMax, false);
+  expect_ok(barrier(ctx, "after.mismatch"), "after.mismatch");
+}
+
+// Exit code for a failed collective: was it the peer loss the test expects?
+int classify(rs_status_t s, const std::string& expected_text) {
+  const std::string text = rs_last_error();
+  std::printf("rank %d: %s: %s\n", g_rank, rs_status_string(s), text.c_str());
+  std::fflush(stdout);
+  if (s != RS_PEER_LOST) return rank_exit::kOtherError;
+  return text.find(expected_text) != std::string::npos ? rank_exit::kPeerLost
+                                                       : rank_exit::kPeerLostUnnamed;
+}
+
+// Allreduce of `count` floats in a loop, each result checked, until an error or
+// `seconds` pass. Marks "looping" after the first iteration, so the test can
+// hurt a node while every rank is inside the loop. Exit: classify() on an error,
+// kNoError when the time ran out without one.
+int scenario_loop(rs_context_t* ctx, int seconds, const std::string& expected_text,
+                  std::size_t count) {
+  g_deadline =
+      std::min(g_deadline, std::chrono::steady_clock::now() + std::chrono::seconds(seconds));
+  std::vector<float> data(count);
+  for (long iteration = 0;; ++iteration) {
+    if (std::chrono::steady_clock::now() >= g_deadline) {
+      std::printf("rank %d: %ld iterations, no error\n", g_rank, iteration);
+      return rank_exit::kNoError;
+    }
+    const float mine = static_cast<float>(g_rank + iteration % 1000);
+    std::fill(data.begin(), data.end(), mine);
+    rs_request_t* req = nullptr;
+    rs_status_t s =
+        rs_allreduce_async(ctx, "loop", data.data(), data.data(), count, RS_F32, RS_SUM, &req);
+    if (s == RS_SUCCESS) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          g_deadline - std::chrono::steady_clock::now());
+      s = rs_wait_timeout(req, static_cast<int>(std::max<long long>(left.count(), 1)));
+      if (s == RS_IN_PROGRESS) {
+        std::printf("rank %d: iteration %ld still pending at the deadline\n", g_rank, iteration);
+        return rank_exit::kStillWaiting;
+      }
+    }
+    if (s != RS_SUCCESS) return classify(s, expected_text);
+    float expected = 0;
+    for (int r = 0; r < g_size; ++r) expected += static_cast<float>(r + iteration % 1000);
+    if (data.front() != expected || data.back() != expected) {
+      EXPECT(false, "iteration %ld: got %g, wanted %g", iteration, data.front(), expected);
+      return 1;
+    }
+    if (iteration == 0) mark("looping");
   }
 }
 
@@ -217,27 +398,58 @@ int expect_status(rs_status_t got, const char* want_name, const char* want_text)
   return g_failures;
 }
 
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value ? std::atoi(value) : fallback;
+}
+
+// The daemon's view of who we are must match the test's: global rank and size
+// (RINGSYNC_RANK / RINGSYNC_SIZE, when the test sets them). Anything else would
+// make every later check fail for a confusing reason.
+bool identity_ok(rs_context_t* ctx) {
+  const int want_rank = env_int("RINGSYNC_RANK", rs_rank(ctx));
+  const int want_size = env_int("RINGSYNC_SIZE", rs_size(ctx));
+  if (rs_rank(ctx) == want_rank && rs_size(ctx) == want_size &&
+      rs_num_nodes(ctx) * rs_local_size(ctx) == rs_size(ctx) &&
+      rs_node_rank(ctx) * rs_local_size(ctx) + rs_local_rank(ctx) == rs_rank(ctx))
+    return true;
+  std::fprintf(stderr,
+               "rank %s: identity: rs_rank %d (wanted %d), rs_size %d (wanted %d), node %d of %d, "
+               "local rank %d of %d\n",
+               g_mark_id.c_str(), rs_rank(ctx), want_rank, rs_size(ctx), want_size,
+               rs_node_rank(ctx), rs_num_nodes(ctx), rs_local_rank(ctx), rs_local_size(ctx));
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: ringsync-test-rank SCENARIO [ARGS]\n");
-    return 2;
+    return rank_exit::kUsage;
   }
   const std::string scenario = argv[1];
-  g_rank = std::atoi(std::getenv("RINGSYNC_LOCAL_RANK") ? std::getenv("RINGSYNC_LOCAL_RANK") : "0");
-  g_size = std::atoi(std::getenv("RINGSYNC_LOCAL_SIZE") ? std::getenv("RINGSYNC_LOCAL_SIZE") : "1");
+  auto arg = [&](int i, const char* fallback) {
+    return std::string(argc > i ? argv[i] : fallback);
+  };
+  g_rank = env_int("RINGSYNC_LOCAL_RANK", 0);
+  g_size = env_int("RINGSYNC_LOCAL_SIZE", 1);
+  g_mark_id = std::to_string(env_int("RINGSYNC_RANK", g_rank));
+  g_deadline = std::chrono::steady_clock::now() +
+               std::chrono::seconds(env_int("RINGSYNC_TEST_DEADLINE_S", 300));
 
+  rs_context_t* ctx = connect_or_die();
+  g_rank = rs_rank(ctx);
+  g_size = rs_size(ctx);
+  if (!identity_ok(ctx)) return 1;
+  mark("connected");
   if (scenario == "hang") {  // connect, then wait to be killed
-    rs_context_t* ctx = connect_or_die();
-    mark("connected");
     std::this_thread::sleep_for(std::chrono::seconds(120));
     rs_disconnect(ctx);
-    return 4;
+    return rank_exit::kHangEnded;
   }
-  rs_context_t* ctx = connect_or_die();
-  mark("connected");
-  if (scenario == "collectives") {
+  int code = 0;
+  if (scenario == "collectives") {  // collectives COUNT...
     std::vector<std::size_t> counts;
     for (int i = 2; i < argc; ++i) counts.push_back(std::strtoull(argv[i], nullptr, 10));
     scenario_collectives(ctx, counts);
@@ -247,14 +459,23 @@ int main(int argc, char** argv) {
     check_allreduce(ctx, false, count, ringsync::DType::kF32, ringsync::ReduceOp::kSum, true);
   } else if (scenario == "async") {
     scenario_async(ctx);
+  } else if (scenario == "fusion") {  // fusion TENSORS
+    scenario_fusion(ctx, std::stoi(arg(2, "200")));
+  } else if (scenario == "repeat") {  // repeat STEPS TENSORS
+    scenario_repeat(ctx, std::stoi(arg(2, "3")), std::stoi(arg(3, "4")));
   } else if (scenario == "mismatch") {
     std::vector<double> buf(16, 1.0);
-    rs_status_t s = rs_allreduce(ctx, "mixed", buf.data(), buf.data(), g_rank == 0 ? 16 : 8,
-                                 g_rank == 0 ? RS_F32 : RS_F64, RS_SUM);
+    rs_request_t* req = nullptr;
+    rs_status_t s = finish(rs_allreduce_async(ctx, "mixed", buf.data(), buf.data(),
+                                              g_rank == 0 ? 16 : 8, g_rank == 0 ? RS_F32 : RS_F64,
+                                              RS_SUM, &req),
+                           &req, "mixed");
     expect_status(s, "mismatch", "tensor 'mixed'");
     EXPECT(std::string(rs_last_error()).find("count") != std::string::npos, "no field named");
     // The job keeps working after a mismatch.
     check_allreduce(ctx, false, 5, ringsync::DType::kI32, ringsync::ReduceOp::kSum, false);
+  } else if (scenario == "node-mismatch") {  // node-mismatch NODE
+    scenario_node_mismatch(ctx, std::stoi(arg(2, "1")));
   } else if (scenario == "expect-error") {  // expect-error STATUS TEXT: one allreduce fails so
     std::vector<float> buf(1024, 1.0f);
     rs_request_t* req = nullptr;
@@ -262,12 +483,27 @@ int main(int argc, char** argv) {
                                  &req),
               "submit");
     mark("submitted");
-    expect_status(rs_wait(req), argc > 2 ? argv[2] : "", argc > 3 ? argv[3] : "");
+    expect_status(finish(RS_SUCCESS, &req, "doomed"), arg(2, "").c_str(), arg(3, "").c_str());
+  } else if (scenario == "submit-wait") {  // submit-wait NAME SECONDS: one allreduce, bounded wait
+    const std::string name = arg(2, "x");
+    g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(arg(3, "30")));
+    std::vector<float> buf(1024, 1.0f);
+    rs_request_t* req = nullptr;
+    expect_ok(rs_allreduce_async(ctx, name.c_str(), buf.data(), buf.data(), buf.size(), RS_F32,
+                                 RS_SUM, &req),
+              "submit");
+    mark("submitted");
+    const rs_status_t s = finish(RS_SUCCESS, &req, name.c_str());
+    if (s != RS_SUCCESS) code = classify(s, "");
+  } else if (scenario == "loop") {  // loop SECONDS EXPECTED_TEXT [COUNT]
+    code = scenario_loop(ctx, std::stoi(arg(2, "30")), arg(3, "peer lost"),
+                         std::strtoull(arg(4, "262144").c_str(), nullptr, 10));
   } else {
     std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
-    return 2;
+    return rank_exit::kUsage;
   }
   rs_disconnect(ctx);
   if (g_failures) std::fprintf(stderr, "rank %d: %d check(s) failed\n", g_rank, g_failures);
+  if (code != 0) return code;
   return g_failures ? 1 : 0;
 }

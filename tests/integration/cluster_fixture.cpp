@@ -1,0 +1,369 @@
+#include "cluster_fixture.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "daemon_fixture.h"
+
+namespace ringsync::test {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// A loopback port nobody listens on right now. Another process could take it
+// before the daemon binds; rare enough on a test machine, and loud when it happens.
+std::uint16_t free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot find a free loopback port");
+  return ntohs(addr.sin_port);
+}
+
+// Exit code, 128 + signal, from a raw wait status.
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::string unique_token() {
+  static std::atomic<int> counter{0};
+  return "token-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+}  // namespace
+
+ClusterFixture::ClusterFixture(ClusterOptions options) : options_(std::move(options)) {
+  if (options_.nodes < 1 || options_.local_size < 1)
+    throw std::invalid_argument("a cluster needs at least one node and one slot");
+  token_ = unique_token();
+  nodes_.resize(options_.nodes);
+  std::set<std::uint16_t> taken;
+  std::ostringstream hostfile;
+  for (int i = 0; i < options_.nodes; ++i) {
+    Node& node = nodes_[i];
+    if (!options_.places.empty()) node.place = options_.places.at(i);
+    while (node.place.port == 0 || (options_.places.empty() && taken.count(node.place.port)))
+      node.place.port = free_loopback_port();
+    taken.insert(node.place.port);
+    node.socket = dir_.file("node" + std::to_string(i) + ".sock");
+    node.ready = dir_.file("node" + std::to_string(i) + ".ready");
+    hostfile << node.place.host << ":" << node.place.port << " slots=" << options_.local_size
+             << "\n";
+  }
+  hostfile_ = dir_.file("hostfile");
+  std::ofstream(hostfile_) << hostfile.str();
+  // Start every node before waiting for any: a ready file only says that node
+  // listens, and nodes started together form their ring sooner.
+  for (int i = 0; i < options_.nodes; ++i) start_node(i);
+  for (int i = 0; i < options_.nodes; ++i) wait_ready(i);
+}
+
+ClusterFixture::~ClusterFixture() {
+  for (auto& node : nodes_) {
+    if (node.state == State::kPaused) node.process.signal(SIGCONT);
+    node.process.signal(SIGTERM);
+  }
+  for (auto& node : nodes_) {
+    if (!node.process.wait(10s)) node.process.signal(SIGKILL);
+    node.process.wait(5s);
+  }
+}
+
+std::string ClusterFixture::control_address(int node) const {
+  const auto& place = nodes_[node].place;
+  return place.host + ":" + std::to_string(place.port);
+}
+
+void ClusterFixture::start_node(int i) {
+  Node& node = nodes_[i];
+  const std::string log =
+      dir_.file("node" + std::to_string(i) + ".run" + std::to_string(node.logs.size()) + ".log");
+  node.logs.push_back(log);
+  std::filesystem::remove(node.ready);
+  std::vector<std::string> argv = node.place.launcher;
+  const std::vector<std::string> daemon = {bin("ringsyncd"),
+                                           "--socket", node.socket,
+                                           "--metrics-address", "127.0.0.1:0",
+                                           "--ready-file", node.ready,
+                                           "--log-level", "debug",
+                                           "--hostfile", hostfile_,
+                                           "--node-rank", std::to_string(i),
+                                           "--control-address", control_address(i),
+                                           "--job-id", options_.job_id,
+                                           "--job-token", token_,
+                                           "--heartbeat-interval", "100ms",
+                                           "--peer-timeout", "1s",
+                                           // Ranks that disagree fail in seconds, not minutes.
+                                           "--collective-timeout", "30s"};
+  argv.insert(argv.end(), daemon.begin(), daemon.end());
+  argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+  node.process = spawn(argv, {}, log);
+  node.state = State::kRunning;
+}
+
+void ClusterFixture::wait_ready(int i) {
+  Node& node = nodes_[i];
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    const std::string text = read_file(node.ready);
+    const auto pos = text.find("metrics=");
+    if (pos != std::string::npos) {
+      node.metrics = text.substr(pos + 8, text.find('\n', pos) - pos - 8);
+      return;
+    }
+    const std::string who = "ringsyncd node " + std::to_string(i);
+    if (!node.process.running())
+      throw std::runtime_error(who + " exited during start-up:\n" + logs());
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error(who + " did not become ready in 30 s:\n" + logs());
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+std::string ClusterFixture::metrics(int node) const {
+  if (nodes_[node].metrics.empty()) return "";
+  return http_get(nodes_[node].metrics, "/metrics");
+}
+
+std::string ClusterFixture::log(int node) const {
+  std::string text;
+  for (const auto& path : nodes_[node].logs) text += read_file(path);
+  return text;
+}
+
+std::string ClusterFixture::logs(std::size_t tail_bytes) const {
+  std::string text;
+  for (int i = 0; i < nodes(); ++i)
+    text += "----- ringsyncd node " + std::to_string(i) + " -----\n" + tail(log(i), tail_bytes);
+  return text;
+}
+
+bool ClusterFixture::running(int node) { return nodes_[node].process.running(); }
+
+void ClusterFixture::signal(int i, int sig) {
+  Node& node = nodes_[i];
+  node.process.signal(sig);
+  if (sig == SIGSTOP) node.state = State::kPaused;
+  if (sig == SIGCONT && node.state == State::kPaused) node.state = State::kRunning;
+  if (sig == SIGKILL) {
+    node.process.wait(10s);
+    node.state = State::kKilled;
+  }
+}
+
+void ClusterFixture::restart(int i) {
+  Node& node = nodes_[i];
+  if (node.process.running()) {
+    if (node.state == State::kPaused) node.process.signal(SIGCONT);
+    node.process.signal(SIGKILL);
+    node.process.wait(10s);
+  }
+  start_node(i);
+  wait_ready(i);
+}
+
+bool ClusterFixture::stop(int i) {
+  Node& node = nodes_[i];
+  if (node.state == State::kPaused) node.process.signal(SIGCONT);
+  node.process.signal(SIGTERM);
+  auto status = node.process.wait(20s);
+  node.state = State::kStopped;
+  if (!status) {
+    node.process.signal(SIGKILL);
+    node.process.wait(5s);
+    return false;
+  }
+  return WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+}
+
+std::string ClusterFixture::stop_all() {
+  std::string problems;
+  for (int i = 0; i < nodes(); ++i) {
+    if (nodes_[i].state == State::kKilled) continue;
+    const bool was_running = nodes_[i].process.running();
+    if (!stop(i))
+      problems += "node " + std::to_string(i) +
+                  (was_running ? " did not exit 0 on SIGTERM\n" : " had already exited\n");
+  }
+  return problems;
+}
+
+std::map<std::string, std::string> ClusterFixture::rank_env(int node, int local_rank) const {
+  return {{"RINGSYNC_SOCKET", socket(node)},
+          {"RINGSYNC_JOB_ID", job_id()},
+          {"RINGSYNC_LOCAL_RANK", std::to_string(local_rank)},
+          {"RINGSYNC_LOCAL_SIZE", std::to_string(local_size())},
+          {"RINGSYNC_RANK", std::to_string(node * local_size() + local_rank)},
+          {"RINGSYNC_SIZE", std::to_string(world_size())}};
+}
+
+RankGroup::RankGroup(ClusterFixture& cluster, const std::string& tag)
+    : cluster_(cluster), dir_(cluster.dir().file(tag)) {
+  std::filesystem::create_directories(dir_);
+}
+
+void RankGroup::start(int node, int local_rank, const std::vector<std::string>& scenario) {
+  std::vector<std::string> argv = cluster_.launcher(node);
+  argv.push_back(bin("ringsync-test-rank"));
+  argv.insert(argv.end(), scenario.begin(), scenario.end());
+  auto env = cluster_.rank_env(node, local_rank);
+  env["RINGSYNC_TEST_MARK_DIR"] = dir_;
+  // A rank gives up on its own a little before the tests' usual 120 s, saying
+  // which collective is still pending, rather than being killed silently.
+  env["RINGSYNC_TEST_DEADLINE_S"] = "100";
+  Rank rank;
+  rank.node = node;
+  rank.local_rank = local_rank;
+  rank.log = dir_ + "/node" + std::to_string(node) + ".rank" + std::to_string(local_rank) + ".log";
+  rank.process = spawn(argv, env, rank.log);
+  ranks_.push_back(std::move(rank));
+}
+
+void RankGroup::start_all(const std::vector<std::string>& scenario) {
+  for (int node = 0; node < cluster_.nodes(); ++node)
+    for (int r = 0; r < cluster_.local_size(); ++r) start(node, r, scenario);
+}
+
+bool RankGroup::wait_marks(const std::string& what, std::chrono::milliseconds timeout,
+                           const std::vector<int>& which) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
+    if (!which.empty() && std::find(which.begin(), which.end(), i) == which.end()) continue;
+    const Rank& rank = ranks_[i];
+    const int global = rank.node * cluster_.local_size() + rank.local_rank;
+    const std::string path = dir_ + "/" + what + "." + std::to_string(global);
+    while (!std::filesystem::exists(path)) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  return true;
+}
+
+std::vector<int> RankGroup::wait(std::chrono::milliseconds timeout, std::vector<int> which) {
+  if (which.empty())
+    for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) which.push_back(i);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> codes;
+  for (int i : which) {
+    Rank& rank = ranks_.at(i);
+    if (!rank.code) {
+      const auto left = std::max(std::chrono::steady_clock::duration::zero(),
+                                 deadline - std::chrono::steady_clock::now());
+      if (auto status = rank.process.wait(
+              std::chrono::duration_cast<std::chrono::milliseconds>(left))) {
+        rank.code = exit_code(*status);
+      } else {
+        rank.process.signal(SIGKILL);
+        rank.process.wait(5s);
+        rank.code = -1;
+      }
+    }
+    codes.push_back(*rank.code);
+  }
+  return codes;
+}
+
+std::vector<int> RankGroup::on_node(int node) const {
+  std::vector<int> out;
+  for (int i = 0; i < static_cast<int>(ranks_.size()); ++i)
+    if (ranks_[i].node == node) out.push_back(i);
+  return out;
+}
+
+std::vector<int> RankGroup::not_on_node(int node) const {
+  std::vector<int> out;
+  for (int i = 0; i < static_cast<int>(ranks_.size()); ++i)
+    if (ranks_[i].node != node) out.push_back(i);
+  return out;
+}
+
+std::string RankGroup::report(std::size_t tail_bytes) const {
+  std::string text;
+  for (const auto& rank : ranks_) {
+    text += "node " + std::to_string(rank.node) + " rank " + std::to_string(rank.local_rank) +
+            " (global " + std::to_string(rank.node * cluster_.local_size() + rank.local_rank) +
+            "): " +
+            (!rank.code       ? std::string("not waited for")
+             : *rank.code < 0 ? std::string("still running at the deadline, killed")
+                              : "exit " + std::to_string(*rank.code)) +
+            "\n";
+  }
+  for (const auto& rank : ranks_)
+    text += "----- " + rank.log.substr(dir_.size() + 1) + " -----\n" +
+            tail(read_file(rank.log), tail_bytes);
+  return text;
+}
+
+NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim, int sig,
+                               const std::function<void()>& between,
+                               std::chrono::seconds deadline) {
+  return hurt_node_mid_loop(
+      cluster, ranks, victim, [&cluster, victim, sig] { cluster.signal(victim, sig); }, between, deadline);
+}
+
+NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim,
+                               const std::function<void()>& hurt, const std::function<void()>& between,
+                               std::chrono::seconds deadline) {
+  NodeLossRun out;
+  // The loop's own bound (90 s) outlasts ours, so no rank stops by itself too early.
+  ranks.start_all({"loop", "90", "node " + std::to_string(victim)});
+  out.looping = ranks.wait_marks("looping", 60s);
+  if (!out.looping) return out;
+  hurt();
+  out.survivors = ranks.wait(deadline, ranks.not_on_node(victim));
+  if (between) between();
+  out.victims = ranks.wait(deadline, ranks.on_node(victim));
+  return out;
+}
+
+std::string tail(const std::string& text, std::size_t bytes) {
+  if (text.size() <= bytes) return text;
+  return "[... " + std::to_string(text.size() - bytes) + " bytes cut ...]\n" +
+         text.substr(text.size() - bytes);
+}
+
+bool all_equal(const std::vector<int>& codes, int want) {
+  return std::all_of(codes.begin(), codes.end(), [want](int c) { return c == want; });
+}
+
+std::optional<double> metric_value(const std::string& metrics_text, const std::string& name) {
+  std::optional<double> sum;
+  std::istringstream in(metrics_text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
+    const char next = line[name.size()];
+    if (next != ' ' && next != '{') continue;
+    const auto space = line.find_last_of(' ');
+    try {
+      sum = sum.value_or(0) + std::stod(line.substr(space + 1));
+    } catch (const std::exception&) {
+    }
+  }
+  return sum;
+}
+
+}  // namespace ringsync::test

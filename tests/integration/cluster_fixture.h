@@ -1,0 +1,179 @@
+// A multi-node job for one test: N real ringsyncd daemons, each a node of the
+// same job (shared hostfile, job id and token), on loopback with a control port
+// each or at places the test gives (network-namespace hosts); and groups of
+// trainer processes (ringsync-test-rank scenarios) on them. Every wait has a
+// deadline: a test fails, it never hangs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "process.h"
+
+namespace ringsync::test {
+
+// Exit codes of ringsync-test-rank besides 0 (every check passed) and 1 (a check
+// failed); the scenarios in rank_main.cpp use them, the tests assert on them.
+namespace rank_exit {
+inline constexpr int kUsage = 2;
+inline constexpr int kConnectFailed = 3;
+inline constexpr int kHangEnded = 4;
+inline constexpr int kPeerLost = 10;         // RS_PEER_LOST with the expected text
+inline constexpr int kPeerLostUnnamed = 11;  // RS_PEER_LOST, message lacks the expected text
+inline constexpr int kOtherError = 12;       // any other error status
+inline constexpr int kNoError = 13;          // a loop reached its bound without an error
+inline constexpr int kStillWaiting = 14;     // a bounded wait ran out
+}  // namespace rank_exit
+
+// Where a node runs: the host and port of its control endpoint, and the argv
+// prefix that starts a process there (empty: here; {ip, netns, exec, NAME}).
+struct NodePlace {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: a free loopback port
+  std::vector<std::string> launcher;
+};
+
+struct ClusterOptions {
+  int nodes = 2;
+  int local_size = 2;                    // slots per node = local ranks per node
+  std::vector<std::string> extra_flags;  // appended to every daemon's command line
+  std::vector<NodePlace> places;         // one per node; empty: loopback
+  std::string job_id = "cluster";
+};
+
+// Each daemon runs with --hostfile (127.0.0.1:PORT slots=L per node, or the
+// given places), its own --socket, --metrics-address 127.0.0.1:0, --ready-file,
+// the shared --job-id and --job-token, --heartbeat-interval 100ms,
+// --peer-timeout 1s, --collective-timeout 30s, --log-level debug, then the
+// test's extra flags (a flag given again there wins).
+class ClusterFixture {
+ public:
+  // Starts every daemon and waits (30 s at most) for their ready files; throws
+  // with the logs when one exits or does not get ready.
+  explicit ClusterFixture(ClusterOptions options);
+  // Stops what still runs (SIGCONT first), without judging how it exits.
+  ~ClusterFixture();
+  ClusterFixture(const ClusterFixture&) = delete;
+  ClusterFixture& operator=(const ClusterFixture&) = delete;
+
+  int nodes() const { return options_.nodes; }
+  int local_size() const { return options_.local_size; }
+  int world_size() const { return options_.nodes * options_.local_size; }
+  const std::string& job_id() const { return options_.job_id; }
+  std::string control_address(int node) const;  // "host:port"
+  const std::string& socket(int node) const { return nodes_[node].socket; }
+  const std::string& metrics_host_port(int node) const { return nodes_[node].metrics; }
+  std::string metrics(int node) const;  // the /metrics text, "" when unreachable
+  std::string log(int node) const;      // every run of the node, oldest first
+  // Every node's log, labelled, each cut to its last `tail_bytes`: for failure messages.
+  std::string logs(std::size_t tail_bytes = 6000) const;
+  const std::vector<std::string>& launcher(int node) const { return nodes_[node].place.launcher; }
+  const TempDir& dir() const { return dir_; }
+
+  pid_t pid(int node) const { return nodes_[node].process.pid(); }
+  bool running(int node);
+  // SIGSTOP / SIGCONT / any signal to the daemon; SIGKILL also reaps it.
+  void signal(int node, int sig);
+  // Starts a node that was killed (or stopped and then killed) again, same
+  // socket and control port, and waits for its ready file.
+  void restart(int node);
+  // SIGTERM (after SIGCONT when stopped); true when it exited 0 within 20 s.
+  bool stop(int node);
+  // Stops every node not killed by the test; "" when all exited 0, else what did not.
+  std::string stop_all();
+
+  // A trainer's environment on `node` as `local_rank`. RINGSYNC_RANK and
+  // RINGSYNC_SIZE are for information: the client learns its node from the daemon.
+  std::map<std::string, std::string> rank_env(int node, int local_rank) const;
+
+ private:
+  enum class State { kRunning, kPaused, kKilled, kStopped };
+  struct Node {
+    NodePlace place;
+    std::string socket, ready, metrics;
+    std::vector<std::string> logs;  // one per run
+    Child process;
+    State state = State::kStopped;
+  };
+  void start_node(int node);
+  void wait_ready(int node);
+
+  ClusterOptions options_;
+  TempDir dir_;
+  std::string hostfile_;
+  std::string token_;
+  std::vector<Node> nodes_;
+};
+
+// The trainer processes of one run of the job, started as ringsync-test-rank
+// SCENARIO ARGS... with marks and logs in a folder of their own.
+class RankGroup {
+ public:
+  RankGroup(ClusterFixture& cluster, const std::string& tag);
+
+  void start(int node, int local_rank, const std::vector<std::string>& scenario);
+  void start_all(const std::vector<std::string>& scenario);  // every node, every local rank
+  // Waits until the given ranks (all when empty) wrote mark `what` (see
+  // rank_main.cpp); false at the deadline.
+  bool wait_marks(const std::string& what, std::chrono::milliseconds timeout,
+                  const std::vector<int>& which = {});
+  // Waits for the given ranks (indices in start order; all when empty) up to one
+  // shared deadline, SIGKILLing those still running then. Returns each one's exit
+  // code, 128 + signal when killed by one, or -1 when it outlived the deadline.
+  std::vector<int> wait(std::chrono::milliseconds timeout, std::vector<int> which = {});
+  std::vector<int> on_node(int node) const;      // indices of the ranks on `node`
+  std::vector<int> not_on_node(int node) const;  // and of the others
+  // "node 1 rank 0 (global 2): exit 10" lines plus the tail of every rank's log.
+  std::string report(std::size_t tail_bytes = 3000) const;
+  std::size_t size() const { return ranks_.size(); }
+
+ private:
+  struct Rank {
+    int node = 0, local_rank = 0;
+    Child process;
+    std::string log;
+    std::optional<int> code;
+  };
+  ClusterFixture& cluster_;
+  std::string dir_;
+  std::vector<Rank> ranks_;
+};
+
+// One run of "a node dies or freezes while every rank is in an allreduce loop".
+struct NodeLossRun {
+  bool looping = false;        // every rank got through a first iteration
+  std::vector<int> survivors;  // exit codes of the ranks on the other nodes
+  std::vector<int> victims;    // of the ranks on the hurt node
+};
+
+// Starts `loop` on every rank (expecting peer lost naming "node VICTIM"), waits
+// (60 s at most) until all are inside it, sends `sig` to the victim's daemon,
+// then waits up to `deadline` for the other nodes' ranks, runs `between` (e.g.
+// SIGCONT), and waits up to `deadline` for the victim's own ranks.
+NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim, int sig,
+                               const std::function<void()>& between = {},
+                               std::chrono::seconds deadline = std::chrono::seconds(30));
+
+// The same, with `hurt` doing the damage instead of a signal (e.g. cutting the
+// victim's link).
+NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim,
+                               const std::function<void()>& hurt, const std::function<void()>& between,
+                               std::chrono::seconds deadline = std::chrono::seconds(30));
+
+// The last `bytes` of text, marked as cut when it was longer.
+std::string tail(const std::string& text, std::size_t bytes);
+
+// True when every code is `want`.
+bool all_equal(const std::vector<int>& codes, int want);
+
+// The sum of every series of a Prometheus metric in /metrics text; nullopt when absent.
+std::optional<double> metric_value(const std::string& metrics_text, const std::string& name);
+
+}  // namespace ringsync::test

@@ -1,0 +1,366 @@
+// Several ringsyncd daemons on loopback as the nodes of one job, with real
+// trainer processes on each: collectives across nodes, fusion, the response
+// cache, cross-node mismatches, stall reports, nodes killed or frozen, and
+// junk on the control port. Deadlines are generous and only bound the test;
+// no assertion is about how fast something happened.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "cluster_fixture.h"
+#include "common/peer_wire.h"
+#include "common/wire.h"
+
+using namespace ringsync;
+using namespace ringsync::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kJobDeadline = 120s;   // one run of every rank of a job
+
+ClusterOptions options(int nodes, int local_size, std::vector<std::string> extra = {}) {
+  ClusterOptions o;
+  o.nodes = nodes;
+  o.local_size = local_size;
+  o.extra_flags = std::move(extra);
+  return o;
+}
+
+// Runs `scenario` on every rank; true when all exit 0, else says why.
+bool run_job(ClusterFixture& cluster, const std::string& tag,
+             const std::vector<std::string>& scenario,
+             std::chrono::seconds timeout = kJobDeadline) {
+  RankGroup ranks(cluster, tag);
+  ranks.start_all(scenario);
+  if (all_equal(ranks.wait(timeout), 0)) return true;
+  MESSAGE("job '", tag, "' failed:\n", ranks.report(), cluster.logs());
+  return false;
+}
+
+bool all_running(ClusterFixture& cluster, int except = -1) {
+  for (int i = 0; i < cluster.nodes(); ++i)
+    if (i != except && !cluster.running(i)) return false;
+  return true;
+}
+
+// True once every node's ringsync_ring_nodes gauge says the ring has all nodes.
+bool wait_for_ring(ClusterFixture& cluster, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool formed = true;
+    for (int i = 0; i < cluster.nodes() && formed; ++i)
+      formed = metric_value(cluster.metrics(i), "ringsync_ring_nodes") == cluster.nodes();
+    if (formed) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+// The first log line that contains `text` and matches `pattern`, or "".
+std::string find_line(const std::string& log, const std::string& text, const std::regex& pattern) {
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(text) != std::string::npos && std::regex_search(line, pattern)) return line;
+  return "";
+}
+
+std::string node_metric_summary(ClusterFixture& cluster, const std::vector<std::string>& names) {
+  std::string text;
+  for (int i = 0; i < cluster.nodes(); ++i) {
+    const std::string metrics = cluster.metrics(i);
+    text += "node " + std::to_string(i) + ":";
+    for (const auto& name : names) {
+      auto v = metric_value(metrics, name);
+      text += " " + name + "=" + (v ? std::to_string(*v) : std::string("absent"));
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+// A raw TCP connection to a daemon's control port, as a stranger would open it.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& host_port) {
+    const auto colon = host_port.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(host_port.substr(colon + 1))));
+    ::inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    timeval tv{10, 0};  // every read gives up after 10 s
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawPeer() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  void send(const std::vector<std::uint8_t>& bytes) {
+    ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  // The next frame from the daemon other than a heartbeat; nullopt on close,
+  // junk or 10 s of silence.
+  std::optional<peer_wire::Message> receive() {
+    for (;;) {
+      std::array<std::uint8_t, wire::kFrameHeaderBytes> header;
+      if (!read_exact(header.data(), header.size())) return std::nullopt;
+      auto length = wire::frame_length(header, wire::kMaxFrameBytes);
+      if (!length.ok()) return std::nullopt;
+      std::vector<std::uint8_t> body(*length);
+      if (!read_exact(body.data(), body.size())) return std::nullopt;
+      auto message = peer_wire::decode(body);
+      if (!message.ok()) return std::nullopt;
+      if (!std::holds_alternative<peer_wire::Heartbeat>(*message)) return *message;
+    }
+  }
+  // True when the daemon closed the connection within 10 s (anything it sent first is skipped).
+  bool closed_by_peer() {
+    char buf[256];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+
+ private:
+  bool read_exact(std::uint8_t* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t got = ::recv(fd_, p, n, 0);
+      if (got <= 0) return false;
+      p += got;
+      n -= static_cast<std::size_t>(got);
+    }
+    return true;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// Waits (up to `timeout`) for a warning or error logged by `node` after byte `from`.
+std::string new_warning(ClusterFixture& cluster, int node, std::size_t from,
+                        std::chrono::seconds timeout) {
+  const std::regex level(R"( (WARN|ERROR) )");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const std::string log = cluster.log(node);
+    const std::string line = find_line(log.size() > from ? log.substr(from) : "", "", level);
+    if (!line.empty() || std::chrono::steady_clock::now() > deadline) return line;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cluster: daemons start and form the ring and stop cleanly") {
+  ClusterFixture cluster(options(3, 2));
+  CHECK(all_running(cluster));
+  CHECK_MESSAGE(wait_for_ring(cluster, 30s),
+                "ringsync_ring_nodes did not reach 3 on every node:\n",
+                node_metric_summary(cluster, {"ringsync_ring_nodes", "ringsync_ring_epoch"}),
+                cluster.logs());
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
+  ClusterFixture cluster(options(2, 2));
+  // 786433 f32 is 3 MiB and odd, so ring segments are uneven.
+  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "3", "1001", "786433"}));
+  CHECK(all_running(cluster));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: 3 nodes x 2 ranks: every collective") {
+  ClusterFixture cluster(options(3, 2));
+  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "786433"}));
+  CHECK(all_running(cluster));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: 200 small tensors fuse into fewer ring operations") {
+  // A longer cycle gathers more ready tensors per negotiation round.
+  ClusterFixture cluster(options(2, 2, {"--cycle-time", "5ms"}));
+  REQUIRE(run_job(cluster, "fusion", {"fusion", "200"}));
+  const std::string metrics = cluster.metrics(0);
+  const auto operations = metric_value(metrics, "ringsync_ring_operations_total");
+  const auto tensors = metric_value(metrics, "ringsync_fused_tensors_total");
+  const std::string summary = node_metric_summary(
+      cluster, {"ringsync_ring_operations_total", "ringsync_fused_tensors_total"});
+  REQUIRE_MESSAGE(operations.has_value(), summary);
+  REQUIRE_MESSAGE(tensors.has_value(), summary);
+  CHECK_MESSAGE(*tensors >= 200, summary);
+  CHECK_MESSAGE(*operations > 0, summary);
+  CHECK_MESSAGE(*operations < 200, summary);
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: a repeated step hits the response cache") {
+  ClusterFixture cluster(options(2, 2));
+  REQUIRE(run_job(cluster, "repeat", {"repeat", "3", "4"}));
+  double hits = 0;
+  for (int i = 0; i < cluster.nodes(); ++i)
+    hits += metric_value(cluster.metrics(i), "ringsync_response_cache_hits_total").value_or(0);
+  CHECK_MESSAGE(hits > 0, node_metric_summary(cluster, {"ringsync_response_cache_hits_total",
+                                                        "ringsync_response_cache_misses_total"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: nodes disagree on a count: every rank gets a mismatch naming it") {
+  ClusterFixture cluster(options(2, 2));
+  // node-mismatch checks the error on every rank, then runs more tensors.
+  CHECK(run_job(cluster, "mismatch", {"node-mismatch", "1"}));
+  CHECK(all_running(cluster));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: a tensor one node never submits is reported as stalled") {
+  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms"}));
+  {
+    RankGroup ranks(cluster, "stall");
+    for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "stall_x", "60"});
+    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"hang"});
+    REQUIRE_MESSAGE(ranks.wait_marks("submitted", 60s, ranks.on_node(0)), ranks.report());
+    REQUIRE_MESSAGE(ranks.wait_marks("connected", 60s, ranks.on_node(1)), ranks.report());
+
+    // The coordinator (node 0) names the tensor and the node still missing
+    // ("... missing on node(s) 1 ...").
+    const std::regex missing_node(R"(missing.*\bnodes?(\(s\))?:? *1\b)");
+    std::string line;
+    double stalled = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while ((line.empty() || stalled <= 0) && std::chrono::steady_clock::now() < deadline) {
+      if (line.empty()) line = find_line(cluster.log(0), "'stall_x'", missing_node);
+      stalled = std::max(stalled,
+                         metric_value(cluster.metrics(0), "ringsync_stalled_tensors").value_or(0));
+      std::this_thread::sleep_for(50ms);
+    }
+    CHECK_MESSAGE(!line.empty(), "no log line of node 0 names 'stall_x' and node 1:\n",
+                  cluster.logs());
+    MESSAGE("stall report: ", line);
+    CHECK_MESSAGE(stalled > 0, node_metric_summary(cluster, {"ringsync_stalled_tensors"}));
+  }  // the ranks are killed here
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: a daemon killed mid-allreduce: peer lost naming it; then it rejoins") {
+  ClusterFixture cluster(options(3, 2));
+  const int victim = 2;
+  {
+    RankGroup ranks(cluster, "killed");
+    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL);
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
+                    ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
+                  "every rank on nodes 0 and 1 should get peer lost naming node 2 (exit ",
+                  rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
+    // The victim's own ranks lost their daemon; they only have to end.
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  CHECK_MESSAGE(all_running(cluster, victim), cluster.logs());
+
+  // The node comes back: the same job forms again on every node and works.
+  cluster.restart(victim);
+  CHECK(run_job(cluster, "after-restart", {"collectives", "1", "1001"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: a daemon stopped mid-allreduce: peer lost naming it; then it recovers") {
+  ClusterFixture cluster(options(3, 2));
+  const int victim = 1;
+  {
+    RankGroup ranks(cluster, "stopped");
+    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGSTOP,
+                                               [&] { cluster.signal(victim, SIGCONT); });
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
+                    ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
+                  "every rank on nodes 0 and 2 should get peer lost naming node 1 (exit ",
+                  rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  CHECK_MESSAGE(all_running(cluster), cluster.logs());
+  // Once resumed, the node finds its ring gone and the job forms again.
+  CHECK(run_job(cluster, "after-resume", {"collectives", "1", "1001"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: junk on the control port is rejected and the daemons serve on") {
+  ClusterFixture cluster(options(2, 2));
+  CHECK_MESSAGE(wait_for_ring(cluster, 30s), cluster.logs());
+  const std::string port = cluster.control_address(0);
+
+  SUBCASE("garbage after a plausible length prefix") {
+    const std::size_t from = cluster.log(0).size();
+    RawPeer peer(port);
+    REQUIRE(peer.connected());
+    std::vector<std::uint8_t> junk = {60, 0, 0, 0};
+    for (int i = 0; i < 60; ++i) junk.push_back(static_cast<std::uint8_t>(i * 37 + 11));
+    peer.send(junk);
+    const bool closed = peer.closed_by_peer();
+    CHECK(closed);
+    // A daemon that closed has logged why already; one that did not had 10 s.
+    const std::string line = new_warning(cluster, 0, from, closed ? 10s : 1s);
+    CHECK_MESSAGE(!line.empty(), "node 0 logged no rejection:\n", cluster.logs());
+    MESSAGE("rejection: ", line);
+  }
+  SUBCASE("an oversized length prefix") {
+    const std::size_t from = cluster.log(0).size();
+    RawPeer peer(port);
+    REQUIRE(peer.connected());
+    peer.send({0xf0, 0xff, 0xff, 0xff, 1, 2, 3, 4});
+    const bool closed = peer.closed_by_peer();
+    CHECK(closed);
+    // A daemon that closed has logged why already; one that did not had 10 s.
+    const std::string line = new_warning(cluster, 0, from, closed ? 10s : 1s);
+    CHECK_MESSAGE(!line.empty(), "node 0 logged no rejection:\n", cluster.logs());
+    MESSAGE("rejection: ", line);
+  }
+  SUBCASE("a well-formed hello with the wrong token") {
+    const std::size_t from = cluster.log(0).size();
+    RawPeer peer(port);
+    REQUIRE(peer.connected());
+    peer.send(peer_wire::encode(peer_wire::PeerHello{peer_wire::kProtocolVersion, cluster.job_id(),
+                                                     1, 2, 2, "not-the-token", {}, 0}));
+    const auto reply = peer.receive();
+    // Either a refusal or a closed connection; never an acceptance.
+    const auto* hello_reply = reply ? std::get_if<peer_wire::PeerHelloReply>(&*reply) : nullptr;
+    if (hello_reply) {
+      CHECK_FALSE(hello_reply->accepted);
+      CHECK_MESSAGE(hello_reply->message.find("token") != std::string::npos, hello_reply->message);
+    } else if (reply) {
+      MESSAGE("the stranger got message #", reply->index(), " of peer_wire::Message");
+    }
+    const std::string line = new_warning(cluster, 0, from, reply ? 10s : 1s);
+    CHECK_MESSAGE(!line.empty(), "node 0 logged no rejection:\n", cluster.logs());
+    MESSAGE("rejection: ", line);
+  }
+
+  CHECK_MESSAGE(all_running(cluster), cluster.logs());
+  CHECK(run_job(cluster, "after-junk", {"collectives", "1", "1001"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}

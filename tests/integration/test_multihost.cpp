@@ -1,0 +1,137 @@
+// Three "hosts" as network namespaces on one bridge (netns.h), one ringsyncd and
+// two trainer ranks in each, talking over 198.18.0.0/24 as separate machines
+// would: a correct allreduce across all six ranks, then a daemon killed (or
+// frozen, or its host's link cut) mid-loop and the other hosts' ranks told
+// which node was lost.
+// Needs root: without it these cases fail and say so (CI runs them as root).
+// The daemons' sockets are files in a temp dir, visible from every namespace.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <vector>
+
+#include "cluster_fixture.h"
+#include "netns.h"
+
+using namespace ringsync::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kHosts = 3;
+constexpr std::uint16_t kControlPort = 29517;  // every host has its own port space
+
+ClusterOptions on_hosts(const NetnsHosts& hosts) {
+  ClusterOptions o;
+  o.nodes = hosts.size();
+  o.local_size = 2;
+  o.job_id = "multihost";
+  for (int i = 0; i < hosts.size(); ++i)
+    o.places.push_back({hosts.address(i), kControlPort, hosts.launcher(i)});
+  return o;
+}
+
+// Hosts for one test case, or a failed REQUIRE saying why there are none.
+#define REQUIRE_NETNS()                                                  \
+  do {                                                                   \
+    const std::string why = NetnsHosts::unavailable_reason();            \
+    REQUIRE_MESSAGE(why.empty(), why);                                   \
+  } while (0)
+
+void check_all_stop(ClusterFixture& cluster) {
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+}  // namespace
+
+TEST_CASE("multihost: netns hosts reach each other over TCP and are removed afterwards") {
+  REQUIRE_NETNS();
+  std::vector<std::string> names;
+  {
+    NetnsHosts hosts(kHosts);
+    for (int i = 0; i < kHosts; ++i) names.push_back(hosts.name(i));
+    for (int from = 0; from < kHosts; ++from)
+      for (int to = 0; to < kHosts; ++to)
+        if (from != to) {
+          const std::string error = hosts.tcp_check(from, to);
+          CHECK_MESSAGE(error.empty(), error);
+        }
+    auto [code, output] = hosts.run(1, NetnsHosts::ip_path() + " -4 addr show dev eth0");
+    CHECK_MESSAGE(code == 0, output);
+    CHECK_MESSAGE(output.find("198.18.0.2/24") != std::string::npos, output);
+  }
+  for (const auto& name : names) CHECK_MESSAGE(!NetnsHosts::exists(name), name);
+}
+
+TEST_CASE("multihost: 3 hosts x 2 ranks: allreduce then a daemon killed mid-loop") {
+  REQUIRE_NETNS();
+  NetnsHosts hosts(kHosts);
+  ClusterFixture cluster(on_hosts(hosts));
+  {
+    RankGroup ranks(cluster, "allreduce");
+    ranks.start_all({"collectives", "1", "1001"});
+    CHECK_MESSAGE(all_equal(ranks.wait(120s), 0), ranks.report(), cluster.logs());
+  }
+  const int victim = 1;
+  {
+    RankGroup ranks(cluster, "killed");
+    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL);
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
+                    ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
+                  "every rank on hosts 0 and 2 should get peer lost naming node 1 (exit ",
+                  rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  CHECK_MESSAGE(cluster.running(0), cluster.logs());
+  CHECK_MESSAGE(cluster.running(2), cluster.logs());
+  check_all_stop(cluster);
+}
+
+TEST_CASE("multihost: 3 hosts x 2 ranks: a host's link cut mid-loop") {
+  REQUIRE_NETNS();
+  NetnsHosts hosts(kHosts);
+  ClusterFixture cluster(on_hosts(hosts));
+  const int victim = 1;
+  {
+    RankGroup ranks(cluster, "cut");
+    const auto set_link = [&](const char* state) {
+      const auto [code, output] = hosts.run(victim, std::string("ip link set eth0 ") + state);
+      CHECK_MESSAGE(code == 0, output);
+    };
+    // The victim's ranks lose their ring too (their daemon loses everyone) and
+    // stop; the link comes back before they are waited for.
+    const NodeLossRun out = hurt_node_mid_loop(
+        cluster, ranks, victim, [&] { set_link("down"); }, [&] { set_link("up"); });
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
+                    ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
+                  "every rank on hosts 0 and 2 should get peer lost naming node 1 (exit ",
+                  rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  for (int i = 0; i < kHosts; ++i) CHECK_MESSAGE(cluster.running(i), cluster.logs());
+  check_all_stop(cluster);
+}
+
+TEST_CASE("multihost: 3 hosts x 2 ranks: a daemon stopped mid-loop") {
+  REQUIRE_NETNS();
+  NetnsHosts hosts(kHosts);
+  ClusterFixture cluster(on_hosts(hosts));
+  const int victim = 2;
+  {
+    RankGroup ranks(cluster, "stopped");
+    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGSTOP,
+                                               [&] { cluster.signal(victim, SIGCONT); });
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
+                    ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
+                  "every rank on hosts 0 and 1 should get peer lost naming node 2 (exit ",
+                  rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  CHECK_MESSAGE(cluster.running(0), cluster.logs());
+  CHECK_MESSAGE(cluster.running(1), cluster.logs());
+  check_all_stop(cluster);
+}
