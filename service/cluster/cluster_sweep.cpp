@@ -1,0 +1,78 @@
+// The periodic look at a formed ring: stuck operations, collectives the other
+// nodes never readied, link bandwidth, and the stall report on node 0.
+#include "common/log.h"
+#include "service/cluster/cluster_node.h"
+
+namespace ringsync::service::cluster {
+
+std::size_t ClusterNode::sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout) {
+  std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
+  // A ring operation that runs for longer than the collective timeout is stuck
+  // (a data path that stalled while heartbeats still flow): start over.
+  for (const auto& [sequence, started] : active_) {
+    if (now - started < timeout) continue;
+    lose(Status::Timeout("ring operation " + std::to_string(sequence) + " of job '" + config_.job_id +
+                         "' made no progress for " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - started).count()) +
+                         " s (--collective-timeout): the data path between the nodes is stuck"));
+    break;
+  }
+  for (auto& [name, w] : waiting_) {
+    for (std::size_t i = 0; i < w.queue.size(); ++i) {
+      if (w.answered[i] || now - w.ready_at[i] < timeout) continue;
+      w.answered[i] = true;
+      Status expired = Status::Timeout(
+          "tensor '" + name + "' of job '" + config_.job_id + "' timed out after " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - w.ready_at[i]).count()) +
+          " s: every local rank submitted it, but not every node did (--collective-timeout; node 0's log "
+          "names the missing nodes)");
+      RS_LOG(warn, "collective") << expired.message();
+      hooks_.fail(w.queue[i], expired, "timeout");
+      for (auto& s : w.queue[i].submissions) s.complete = [](const Status&) {};
+    }
+  }
+  // Link bandwidth over the last sweep period.
+  if (link_counters_) {
+    const double seconds = std::chrono::duration<double>(now - last_link_sample_).count();
+    const std::size_t n = link_counters_->sent.size();
+    for (std::size_t peer = 0; peer < n; ++peer) {
+      if (peer == config_.node_rank) continue;
+      const std::string label = std::to_string(peer);
+      const std::uint64_t sent = link_counters_->sent[peer].load(std::memory_order_relaxed);
+      const std::uint64_t received = link_counters_->received[peer].load(std::memory_order_relaxed);
+      metrics_.link_bytes.with({label, "tx"}).inc(static_cast<double>(sent - last_link_bytes_[peer]));
+      metrics_.link_bytes.with({label, "rx"}).inc(static_cast<double>(received - last_link_bytes_[n + peer]));
+      if (seconds > 0) {
+        metrics_.link_bandwidth.with({label, "tx"}).set(static_cast<double>(sent - last_link_bytes_[peer]) / seconds);
+        metrics_.link_bandwidth.with({label, "rx"})
+            .set(static_cast<double>(received - last_link_bytes_[n + peer]) / seconds);
+      }
+      last_link_bytes_[peer] = sent;
+      last_link_bytes_[n + peer] = received;
+    }
+    last_link_sample_ = now;
+  }
+  if (!coordinator_) return 0;
+  // Horovod's stall warning, across nodes: ready on some, missing on others.
+  const auto stalls = coordinator_->stalled(now, stall_after);
+  std::set<std::string> still;
+  for (const auto& stall : stalls) {
+    still.insert(stall.name);
+    if (!stall_reported_.insert(stall.name).second) continue;
+    std::string ranks;
+    for (std::uint32_t node : stall.missing_nodes) {
+      if (!ranks.empty()) ranks += ",";
+      ranks += std::to_string(node * slots()) + "-" + std::to_string(node * slots() + slots() - 1);
+    }
+    RS_LOG(warn, "stall") << "tensor '" << stall.name << "' of job '" << config_.job_id
+                          << "' is ready on node(s) " << rank_list(stall.ready_nodes)
+                          << " and still missing on node(s) " << rank_list(stall.missing_nodes)
+                          << " (global ranks " << ranks << ") after "
+                          << std::chrono::duration<double>(stall.waited).count() << " s";
+  }
+  for (auto it = stall_reported_.begin(); it != stall_reported_.end();)
+    it = still.count(*it) ? std::next(it) : stall_reported_.erase(it);
+  return stalls.size();
+}
+
+}  // namespace ringsync::service::cluster
