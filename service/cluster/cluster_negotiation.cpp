@@ -46,13 +46,13 @@ void ClusterNode::report(const PendingCollective& front) {
 void ClusterNode::schedule_report() {
   if (!formed_ || report_scheduled_) return;
   report_scheduled_ = true;
-  // Nagle's rule with a deadline: when nothing reported is still waiting for
-  // its plan, report at once (a lone small allreduce pays no cycle). Otherwise
-  // gather what becomes ready until that plan arrives or the cycle ends,
-  // whichever is first, and send it together (it fuses). The deadline keeps
-  // nodes that submit in different orders from waiting on each other.
+  // When this node is idle (nothing in negotiation, no ring operation queued
+  // or running), report at once: a lone small allreduce pays no cycle.
+  // Otherwise gather what becomes ready until the cycle ends and send it
+  // together, so that a burst of small tensors fuses (Horovod's cycle).
+  const bool idle = in_negotiation_.empty() && in_flight_ == 0 && queued_.empty();
   const Clock::time_point due = last_report_ + config_.cycle_time;
-  if (config_.cycle_time.count() == 0 || in_negotiation_.empty() || Clock::now() >= due) {
+  if (config_.cycle_time.count() == 0 || idle || Clock::now() >= due) {
     asio::post(io_, [this] { send_report(); });
     return;
   }
@@ -192,10 +192,6 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     queued_.push_back(std::move(running));
   }
   start_operations();
-  if (report_scheduled_ && in_negotiation_.empty()) {
-    report_timer_.cancel();  // its handler sees operation_aborted
-    send_report();
-  }
 }
 
 }  // namespace ringsync::service::cluster
