@@ -1,0 +1,59 @@
+#include "bench/bench_collective.h"
+
+#include <algorithm>
+
+namespace ringsync::bench {
+
+std::string_view collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllreduce: return "allreduce";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kAllgather: return "allgather";
+  }
+  return "?";
+}
+
+Shape shape_of(Collective c, std::uint64_t requested_bytes, std::size_t elem_size, int ranks) {
+  const std::uint64_t elements = std::max<std::uint64_t>(1, requested_bytes / elem_size);
+  const auto n = static_cast<std::uint64_t>(ranks);
+  Shape s;
+  if (c == Collective::kAllgather) {
+    s.count = std::max<std::uint64_t>(1, elements / n);
+    s.send_count = s.count;
+    s.recv_count = s.count * n;
+    s.bytes = s.recv_count * elem_size;
+  } else {
+    s.count = elements;
+    s.send_count = s.recv_count = elements;
+    s.bytes = elements * elem_size;
+  }
+  return s;
+}
+
+double bus_factor(Collective c, int ranks) {
+  const double n = ranks;
+  switch (c) {
+    case Collective::kAllreduce: return 2.0 * (n - 1) / n;
+    case Collective::kBroadcast: return 1.0;
+    case Collective::kAllgather: return (n - 1) / n;
+  }
+  return 1.0;
+}
+
+rs_status_t submit(rs_context_t* ctx, const char* name, Collective c, const Shape& shape,
+                   const void* send, void* recv, DType dtype, ReduceOp op, int root,
+                   rs_request_t** request) {
+  const auto type = static_cast<rs_dtype_t>(dtype);
+  switch (c) {
+    case Collective::kAllreduce:
+      return rs_allreduce_async(ctx, name, send, recv, shape.count, type, static_cast<rs_op_t>(op),
+                                request);
+    case Collective::kBroadcast:
+      return rs_broadcast_async(ctx, name, send, recv, shape.count, type, root, request);
+    case Collective::kAllgather:
+      return rs_allgather_async(ctx, name, send, recv, shape.send_count, type, request);
+  }
+  return RS_INVALID_ARGUMENT;
+}
+
+}  // namespace ringsync::bench
