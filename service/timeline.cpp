@@ -8,8 +8,8 @@
 #include <cstring>
 #include <system_error>
 
-#include "common/utf8.h"
 #include "common/log.h"
+#include "common/utf8.h"
 
 namespace ringsync::service {
 namespace {
