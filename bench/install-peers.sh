@@ -25,30 +25,4 @@ for arg in "$@"; do
   esac
 done
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-peers: everything is installed"
-  exit 0
-fi
-
-sudo=()
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null; then
-    sudo=(sudo)
-  else
-    echo "install-peers: missing packages: ${missing[*]}" >&2
-    echo "install-peers: run this script as root (or install sudo) to install them" >&2
-    exit 1
-  fi
-fi
-
-echo "install-peers: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -q
-"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+exec "$(dirname "$0")/../scripts/apt-install.sh" install-peers "${packages[@]}"
