@@ -10,6 +10,7 @@ namespace ringsync::service {
 namespace {
 
 constexpr std::uint32_t kMaxLocalSize = 4096;
+constexpr std::size_t kMaxTensorName = 4096;
 
 bool overflows(std::uint64_t count, std::uint64_t elem, std::uint64_t factor = 1) {
   if (elem == 0 || count == 0) return false;
@@ -130,6 +131,11 @@ void Daemon::on_free(const std::shared_ptr<ClientSession>& session, const wire::
 
 Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
                                    wire::Collective request) {
+  // The client library refuses longer names too; names travel between daemons
+  // in bounded frames.
+  if (request.name.empty() || request.name.size() > kMaxTensorName)
+    return Status::InvalidArgument("tensor name must be 1 to " + std::to_string(kMaxTensorName) +
+                                   " bytes, got " + std::to_string(request.name.size()));
   const std::uint32_t rank = session->membership->local_rank;
   const std::uint64_t elem = dtype_size(request.dtype);
   // Broadcast roots and allgather slots are global ranks: node-major.

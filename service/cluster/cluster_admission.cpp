@@ -50,7 +50,13 @@ asio::awaitable<void> ClusterNode::accept_while_formed(std::uint64_t epoch) {
 }
 
 void ClusterNode::on_late_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
-  const std::string why = hello_refusal(bootstrap_config(), hello);
+  std::string why = hello_refusal(bootstrap_config(), hello);
+  // A killed daemon's connection closes at once (the ring is then already
+  // re-forming), so a hello for a node whose link is alive comes from a second
+  // daemon claiming the same rank: refuse it rather than break the ring.
+  if (why.empty() && hello.node_rank < worker_links_.size() && worker_links_[hello.node_rank] &&
+      !worker_links_[hello.node_rank]->closed())
+    why = node_name(hello.node_rank) + " is already in the ring (two daemons with one node rank?)";
   if (!why.empty()) {
     RS_LOG(warn, "ring") << "refused " << link->peer_name() << ": " << why;
     metrics_.error("peer_refused");
@@ -58,9 +64,8 @@ void ClusterNode::on_late_hello(const std::shared_ptr<PeerLink>& link, const pee
     link->goodbye(Status::InvalidArgument(why));
     return;
   }
-  // A node of this ring says hello again: its previous daemon is gone (killed
-  // and restarted faster than the heartbeat timeout). Form the ring anew; the
-  // node retries its join and finds the next bootstrap.
+  // A node of this ring whose link is gone says hello again: form the ring
+  // anew; the node retries its join and finds the next bootstrap.
   link->close(Status::Closed("the ring is re-forming"));
   lose(Status::PeerLost(node_name(hello.node_rank) + " of job '" + config_.job_id +
                         "' restarted (it asked to join again)"));

@@ -108,7 +108,9 @@ void ClusterNode::begin(std::shared_ptr<Running> running) {
   }
   pool_.run(
       work->gather_pieces(), [work](std::size_t i) { work->gather_piece(i); },
-      [this, running] { asio::post(io_, [this, running] { run_ring(running); }); });
+      // Runs on a pool thread, possibly while the daemon is being torn down:
+      // it touches only the io_context, which outlives this node.
+      [this, &io = io_, running] { asio::post(io, [this, running] { run_ring(running); }); });
 }
 
 void ClusterNode::run_ring(std::shared_ptr<Running> running) {
@@ -172,8 +174,8 @@ void ClusterNode::scatter(std::shared_ptr<Running> running) {
   }
   pool_.run(
       work->scatter_pieces(), [work](std::size_t i) { work->scatter_piece(i); },
-      [this, running, start] {
-        asio::post(io_, [this, running, start] {
+      [this, &io = io_, running, start] {
+        asio::post(io, [this, running, start] {
           if (timeline_)
             for (const auto& name : running->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
           complete(running, pool_.cancelled() ? Status::Closed("ringsyncd shut down during the collective")
@@ -184,7 +186,7 @@ void ClusterNode::scatter(std::shared_ptr<Running> running) {
 
 void ClusterNode::complete(std::shared_ptr<Running> running, const Status& status) {
   if (running->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
-  active_.erase(running->op.sequence);
+  if (running->epoch == epoch_) active_.erase(running->op.sequence);
   running->work.reset();
   const std::size_t ranks = static_cast<std::size_t>(num_nodes()) * slots();
   for (std::size_t i = 0; i < running->tensors.size(); ++i) {

@@ -34,7 +34,6 @@ void ClusterNode::local_ready(PendingCollective collective) {
   Waiting& w = waiting_[collective.name];
   w.queue.push_back(std::move(collective));
   w.ready_at.push_back(Clock::now());
-  w.answered.push_back(false);
   if (w.queue.size() == 1) report(w.queue.front());
 }
 
@@ -66,6 +65,18 @@ void ClusterNode::send_report() {
   report_scheduled_ = false;
   if (!formed_ || unreported_.empty()) return;
   last_report_ = Clock::now();
+  // Frames are bounded: a long list goes as several.
+  std::vector<peer_wire::ReadyTensor> rest;
+  std::size_t bytes = 0;
+  for (std::size_t i = 0; i < unreported_.size(); ++i) {
+    bytes += unreported_[i].name.size() + 32;
+    if (i > 0 && bytes > negotiation::Coordinator::kMaxPlanBytes) {
+      rest.assign(std::make_move_iterator(unreported_.begin() + static_cast<std::ptrdiff_t>(i)),
+                  std::make_move_iterator(unreported_.end()));
+      unreported_.resize(i);
+      break;
+    }
+  }
   peer_wire::ReadyList list;
   list.epoch = epoch_;
   list.node_rank = config_.node_rank;
@@ -89,6 +100,10 @@ void ClusterNode::send_report() {
     on_ready_list(0, std::move(list));
   } else if (coordinator_link_) {
     coordinator_link_->send(list);
+  }
+  if (!rest.empty() && formed_) {
+    unreported_ = std::move(rest);
+    send_report();
   }
 }
 
@@ -134,13 +149,16 @@ void ClusterNode::schedule_plan() {
 }
 
 void ClusterNode::make_plan() {
-  if (!coordinator_ || !formed_) return;
-  peer_wire::Plan plan = coordinator_->plan(epoch_, next_cycle_);
-  if (plan.operations.empty() && plan.errors.empty()) return;
-  ++next_cycle_;
-  for (auto& link : worker_links_)
-    if (link) link->send(plan);
-  on_plan(plan);
+  // Several plans when the ready tensors do not fit in one frame; each is a
+  // cycle of its own (the response cache's bit history counts cycles).
+  while (coordinator_ && formed_) {
+    peer_wire::Plan plan = coordinator_->plan(epoch_, next_cycle_);
+    if (plan.operations.empty() && plan.errors.empty()) return;
+    ++next_cycle_;
+    for (auto& link : worker_links_)
+      if (link) link->send(plan);
+    on_plan(plan);
+  }
 }
 
 void ClusterNode::on_plan(const peer_wire::Plan& plan) {
@@ -155,7 +173,6 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     std::pair<PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
     w.queue.pop_front();
     w.ready_at.pop_front();
-    w.answered.pop_front();
     if (w.queue.empty()) {
       waiting_.erase(it);
     } else {
@@ -178,6 +195,8 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     for (std::size_t i = 0; i < op.names.size(); ++i) {
       auto taken = take(op.names[i]);
       if (!taken) {
+        // lose() fails what is queued: put this operation's tensors there first.
+        queued_.push_back(std::move(running));
         lose(Status::Internal("the plan names tensor '" + op.names[i] +
                               "' which is not ready on " + node_name(config_.node_rank)));
         return;

@@ -109,9 +109,6 @@ class ClusterNode {
   struct Waiting {
     std::deque<PendingCollective> queue;
     std::deque<Clock::time_point> ready_at;
-    // Timed out: its ranks were answered, but it stays in line so that a plan
-    // that still names it finds it (and runs it for nobody).
-    std::deque<bool> answered;
   };
 
   // Formation and failure (cluster_node.cpp).

@@ -17,18 +17,27 @@ std::size_t ClusterNode::sweep(Clock::time_point now, Clock::duration stall_afte
                          " s (--collective-timeout): the data path between the nodes is stuck"));
     break;
   }
-  for (auto& [name, w] : waiting_) {
-    for (std::size_t i = 0; i < w.queue.size(); ++i) {
-      if (w.answered[i] || now - w.ready_at[i] < timeout) continue;
-      w.answered[i] = true;
-      Status expired = Status::Timeout(
-          "tensor '" + name + "' of job '" + config_.job_id + "' timed out after " +
-          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - w.ready_at[i]).count()) +
-          " s: every local rank submitted it, but not every node did (--collective-timeout; node 0's log "
-          "names the missing nodes)");
-      RS_LOG(warn, "collective") << expired.message();
-      hooks_.fail(w.queue[i], expired, "timeout");
-      for (auto& s : w.queue[i].submissions) s.complete = [](const Status&) {};
+  // A tensor ready here that the other nodes never readied in time: the job
+  // cannot go on consistently (a late plan would run it for ranks already told
+  // it failed, with buffers they may have reused), so the ring starts over and
+  // every node's ranks get the reason.
+  std::optional<Status> expired;
+  for (const auto& [name, w] : waiting_) {
+    if (w.ready_at.empty() || now - w.ready_at.front() < timeout) continue;
+    expired = Status::Timeout(
+        "tensor '" + name + "' of job '" + config_.job_id + "' timed out after " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - w.ready_at.front()).count()) +
+        " s on node " + std::to_string(config_.node_rank) +
+        ": every local rank submitted it, but not every node did (--collective-timeout; node 0's log "
+        "names the missing nodes)");
+    break;
+  }
+  if (expired) {
+    RS_LOG(warn, "collective") << expired->message();
+    if (formed_) {
+      lose(*expired);
+    } else {
+      fail_waiting(*expired, "timeout");
     }
   }
   // Link bandwidth over the last sweep period.

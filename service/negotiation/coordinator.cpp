@@ -71,23 +71,24 @@ void Coordinator::add_ready(std::uint32_t node, const std::vector<peer_wire::Rea
       continue;
     }
     e.by_node[node] = t;
-    ++e.reported;
+    if (++e.reported == num_nodes_) ready_.emplace(e.arrival, t.name);
   }
 }
 
-peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle) {
+peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle, std::size_t max_bytes) {
   peer_wire::Plan plan{epoch, cycle, {}, {}};
-  // Ready everywhere, in arrival order.
-  std::vector<std::pair<std::uint64_t, std::string>> ready;
-  for (const auto& [name, e] : table_)
-    if (e.reported == num_nodes_) ready.emplace_back(e.arrival, name);
-  std::sort(ready.begin(), ready.end());
-
   std::optional<std::size_t> open;  // index of the allreduce still taking fused tensors
   std::uint64_t open_bytes = 0;
-  for (const auto& [arrival, name] : ready) {
+  std::size_t plan_bytes = 0;
+  // Ready everywhere, in arrival order.
+  while (!ready_.empty()) {
+    const std::string name = ready_.begin()->second;
     Entry& e = table_.at(name);
     std::string problem = !e.duplicate.empty() ? e.duplicate : disagreement(name, e.by_node);
+    const std::size_t cost = name.size() + problem.size() + 32;  // encoded, roughly
+    if (plan_bytes > 0 && plan_bytes + cost > max_bytes) break;
+    plan_bytes += cost;
+    ready_.erase(ready_.begin());
     if (!problem.empty()) {
       plan.errors.push_back({name, std::move(problem)});
       table_.erase(name);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,13 @@ class Coordinator {
   // Takes every tensor ready on all nodes, in the order the coordinator first
   // heard of them: the ones the nodes agree on become operations (fused where
   // possible), the others errors naming the field and the nodes.
-  peer_wire::Plan plan(std::uint64_t epoch, std::uint64_t cycle);
+  // At most about `max_bytes` of names and messages go into one plan (a peer
+  // frame is bounded); what does not fit stays ready for the next call.
+  peer_wire::Plan plan(std::uint64_t epoch, std::uint64_t cycle, std::size_t max_bytes = kMaxPlanBytes);
+
+  static constexpr std::size_t kMaxPlanBytes = 256 * 1024;
+  // Whether tensors ready everywhere are waiting for plan().
+  bool has_ready() const { return !ready_.empty(); }
 
   struct Stall {
     std::string name;
@@ -58,6 +65,9 @@ class Coordinator {
   std::uint64_t next_arrival_ = 0;
   std::uint32_t next_sequence_ = 1;
   std::map<std::string, Entry> table_;
+  // (arrival, name) of entries every node reported: plan() walks only these,
+  // not the tensors still waiting for a slow node.
+  std::set<std::pair<std::uint64_t, std::string>> ready_;
 };
 
 // "tensor 'w': nodes disagree on count: node 0 says 10, nodes 1,2 say 12", or

@@ -89,3 +89,30 @@ TEST_CASE("stalled tensors name the nodes still missing") {
   CHECK(stalls[0].missing_nodes == std::vector<std::uint32_t>{1, 3});
   CHECK(stalls[0].waited == std::chrono::seconds(60));
 }
+
+TEST_CASE("a plan stays within its byte budget; the rest comes in the next plans, in order") {
+  Coordinator c(2, 1 << 30);
+  const auto t0 = Clock::now();
+  std::vector<ReadyTensor> tensors;
+  for (int i = 0; i < 100; ++i) tensors.push_back(allreduce(std::string(1000, 'a') + std::to_string(1000 + i), 4));
+  c.add_ready(0, tensors, t0);
+  c.add_ready(1, tensors, t0);
+  std::vector<std::string> order;
+  int plans = 0;
+  while (c.has_ready()) {
+    const auto plan = c.plan(1, static_cast<std::uint64_t>(plans + 1), 16 * 1024);
+    std::size_t bytes = 0;
+    for (const auto& op : plan.operations)
+      for (const auto& name : op.names) {
+        bytes += name.size();
+        order.push_back(name);
+      }
+    CHECK(bytes <= 16 * 1024);
+    CHECK_FALSE(plan.operations.empty());
+    REQUIRE(++plans < 100);
+  }
+  CHECK(plans == 7);  // 100 names of ~1 KiB, at most 15 per 16 KiB plan
+  REQUIRE(order.size() == 100);
+  for (int i = 0; i < 100; ++i) CHECK(order[i] == std::string(1000, 'a') + std::to_string(1000 + i));
+  CHECK(c.pending() == 0);
+}
