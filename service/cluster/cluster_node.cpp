@@ -126,7 +126,6 @@ asio::awaitable<void> ClusterNode::formation_loop() {
       RS_LOG(warn, "ring") << "forming the ring of job '" << config_.job_id << "' failed: "
                            << failed.message() << "; trying again";
       metrics_.error("ring_formation");
-      last_formation_error_ = failed;
       // What waited for this ring waits no longer: it gets the reason.
       fail_waiting(Status::PeerLost("the ring of job '" + config_.job_id + "' is not formed: " +
                                     failed.message()),
@@ -183,7 +182,6 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
 
   ++epoch_;
   formed_ = true;
-  last_formation_error_.reset();
   plans_applied_ = 0;
   next_cycle_ = 1;
   cache_.reset();

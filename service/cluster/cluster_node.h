@@ -115,8 +115,8 @@ class ClusterNode {
   boost::asio::awaitable<void> formation_loop();
   Status form(Membership membership, std::unique_ptr<transport::UcxContext> ucx);
   void lose(const Status& why);
-  // Node 0, while the ring is formed: answers whoever connects (a restarted
-  // node, a stranger) instead of leaving them in the backlog.
+  // Node 0, while the ring is formed (cluster_admission.cpp): answers whoever
+  // connects (a restarted node, a stranger) instead of leaving them in the backlog.
   boost::asio::awaitable<void> accept_while_formed(std::uint64_t epoch);
   void on_late_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
   BootstrapConfig bootstrap_config() const;
@@ -156,7 +156,6 @@ class ClusterNode {
   bool stopping_ = false;
   bool formed_ = false;
   std::uint64_t epoch_ = 0;
-  std::optional<Status> last_formation_error_;
 
   // Formed ring.
   std::shared_ptr<PeerLink> coordinator_link_;           // workers
