@@ -1,5 +1,7 @@
 #include "bench/bench_options.h"
 
+#include <algorithm>
+
 #include <limits>
 #include <optional>
 
@@ -253,5 +255,18 @@ std::string_view op_name(ReduceOp op) {
     if (kOps[i] == op) return kOpNames[i];
   return "?";
 }
+
+Capacity capacity_of(const Options& o, int ranks) {
+  Capacity cap;
+  for (Collective c : o.collectives)
+    for (DType d : o.dtypes)
+      for (std::uint64_t bytes : sizes_of(o)) {
+        const Shape s = shape_of(c, bytes, dtype_size(d), ranks);
+        cap.send_bytes = std::max(cap.send_bytes, s.send_count * dtype_size(d));
+        cap.recv_bytes = std::max(cap.recv_bytes, s.recv_count * dtype_size(d));
+      }
+  return cap;
+}
+
 
 }  // namespace ringsync::bench

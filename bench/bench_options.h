@@ -39,6 +39,14 @@ Result<Options> parse_options(const std::vector<std::string>& args);
 // The sizes to measure: min_bytes, then times step_factor while <= max_bytes.
 std::vector<std::uint64_t> sizes_of(const Options& options);
 
+// The largest send and receive sizes of any row of a run, so two buffers serve
+// every row.
+struct Capacity {
+  std::size_t send_bytes = 1;
+  std::size_t recv_bytes = 1;
+};
+Capacity capacity_of(const Options& options, int ranks);
+
 // nccl-tests' names: "float", "double", "half", "bfloat16", "int32", "int64", "uint8".
 std::string_view type_name(DType dtype);
 // "sum", "prod", "max", "min", "avg".

@@ -37,25 +37,6 @@ constexpr int kFailed = 4;      // a collective (or an allocation) failed
 constexpr int kWriteFiles = 5;  // --csv / --json could not be written at the end
 }  // namespace exit_code
 
-// The largest send and receive sizes of any row of the run, so two shared buffers
-// serve every row.
-struct Capacity {
-  std::size_t send_bytes = 1;
-  std::size_t recv_bytes = 1;
-};
-
-Capacity capacity_of(const Options& o, int ranks) {
-  Capacity cap;
-  for (Collective c : o.collectives)
-    for (DType d : o.dtypes)
-      for (std::uint64_t bytes : sizes_of(o)) {
-        const Shape s = shape_of(c, bytes, dtype_size(d), ranks);
-        cap.send_bytes = std::max(cap.send_bytes, s.send_count * dtype_size(d));
-        cap.recv_bytes = std::max(cap.recv_bytes, s.recv_count * dtype_size(d));
-      }
-  return cap;
-}
-
 class Bench {
  public:
   Bench(const Options& options, rs_context_t* ctx, void* send, void* recv, std::size_t send_bytes)

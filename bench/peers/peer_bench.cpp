@@ -42,24 +42,6 @@ std::string renamed(std::string message, std::string_view tool) {
   return message;
 }
 
-// The largest send and receive sizes of any row, so two buffers serve every row.
-struct Capacity {
-  std::size_t send_bytes = 1;
-  std::size_t recv_bytes = 1;
-};
-
-Capacity capacity_of(const Options& o, int ranks) {
-  Capacity cap;
-  for (Collective c : o.collectives)
-    for (DType d : o.dtypes)
-      for (std::uint64_t bytes : sizes_of(o)) {
-        const Shape s = shape_of(c, bytes, dtype_size(d), ranks);
-        cap.send_bytes = std::max(cap.send_bytes, s.send_count * dtype_size(d));
-        cap.recv_bytes = std::max(cap.recv_bytes, s.recv_count * dtype_size(d));
-      }
-  return cap;
-}
-
 // Page-aligned, like the shared buffers ringsync-bench gets from rs_alloc.
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
