@@ -11,6 +11,7 @@ packages=(
   doctest-dev
   prometheus         # promtool and a real server for the metrics tests
   iproute2 procps    # ip netns for multi-host tests; ps/pkill in scripts
+  python3 python3-numpy python3-torch  # the Python package's tests (PyTorch CPU)
 )
 
 exec "$(dirname "$0")/apt-install.sh" install-deps "${packages[@]}"
