@@ -51,6 +51,13 @@ Result<ucp_config_t*> read_config(const UcxOptions& options) {
     settings.emplace_back("MM_ERROR_HANDLING", "y");
   }
   if (options.tcp_nonblocking_connect && may_use(tls, {"tcp"})) settings.emplace_back("CONN_NB", "y");
+  if (options.eager_without_rdma &&
+      !may_use(tls, {"rc", "rc_v", "rc_x", "rc_verbs", "rc_mlx5", "ud", "ud_v", "ud_x",
+                     "ud_verbs", "ud_mlx5", "dc", "dc_x", "dc_mlx5", "ib", "rdmacm", "cuda",
+                     "cuda_copy", "cuda_ipc", "gdr_copy", "rocm"})) {
+    if (std::getenv("UCX_RNDV_THRESH") == nullptr) settings.emplace_back("RNDV_THRESH", "inf");
+    if (std::getenv("UCX_ZCOPY_THRESH") == nullptr) settings.emplace_back("ZCOPY_THRESH", "inf");
+  }
   for (const auto& [name, value] : settings) {
     if (ucs_status_t s = ucp_config_modify(config, name, value.c_str()); s != UCS_OK) {
       ucp_config_release(config);

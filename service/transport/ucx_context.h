@@ -35,6 +35,19 @@ struct UcxOptions {
   // cannot be created, or UCX aborts on an internal assertion. Measured: 2-4 %
   // of two-process start-ups failed blocking, none of 900 non-blocking.
   bool tcp_nonblocking_connect = true;
+  // UCX_RNDV_THRESH=inf and UCX_ZCOPY_THRESH=inf when no RDMA transport can be
+  // selected (each unless the environment sets it): every message goes eager,
+  // copied through UCX's buffers. Over tcp, rendezvous gains no zero copy (tcp
+  // has no get/put) but costs a request/reply handshake per message, and on a
+  // busy link that handshake queues behind the data already in flight: measured on
+  // a 1 Gbit/s shaped link, 64 MiB allreduces ran at 0.55 of the ring's bound
+  // with rendezvous and 0.91 without (docs/benchmarks.md). Eager zero-copy sends
+  // over tcp are off too: when the peer dies mid-send, this UCX (1.13) aborts the
+  // process on an internal assertion (uct_iface.h "comp->count > 0",
+  // ucp_proto_am_zcopy_completion), seen in test_ucx_failure. Unexpected eager
+  // messages stay bounded: the ring keeps at most its window of chunks in flight
+  // per link.
+  bool eager_without_rdma = true;
 };
 
 // Status for a failed UCX call: "<what>: <UCX's words> (UCX status <n>)".

@@ -219,6 +219,12 @@ int UcxTransport::drain_worker() {
 }
 
 bool UcxTransport::progress() {
+  // After cancel_all() UCX is never progressed again: a receive it had matched
+  // to an eager message would go on filling the buffer with the message's later
+  // fragments (cancelling stops only unmatched receives), and that buffer was
+  // handed back when cancel_all() reported the receive. The worker goes with
+  // this transport.
+  if (closed_) return run_ready();
   const bool progressed = drain_worker() > 0;
   handle_lost_peers();
   reap_closing();

@@ -110,7 +110,9 @@ UcxTransport::~UcxTransport() {
     if (op.in_ucx && op.is_recv && op.request != nullptr) ucp_request_cancel(ucx_->worker(), op.request);
   }
   for (auto& peer : peers_) close_endpoint(*peer, /*force=*/true);
-  drain_worker();
+  // No progress from here on: a receive UCX matched to an eager message would
+  // take the message's later fragments into a buffer its owner may have freed
+  // (cancelling stops only unmatched receives). Destroying the worker ends it all.
   reap_closing();
   for (void* request : closing_) ucp_request_free(request);  // released when UCX finishes it
   for (auto& [id, op] : ops_) {
