@@ -99,7 +99,7 @@ void ClusterNode::begin(std::shared_ptr<Running> running) {
     tensors.push_back(std::move(ranks));
   }
   running->work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
-                                                   config_.ring_chunk_bytes);
+                                                   config_.ring_chunk_bytes, staging_.get());
   auto work = running->work;
   if (work->buffer_bytes() <= kInlineBytes) {
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);

@@ -33,6 +33,7 @@ ClusterNode::ClusterNode(asio::io_context& io, const ClusterConfig& config, Work
       metrics_(metrics),
       timeline_(timeline),
       hooks_(std::move(hooks)),
+      staging_(StagingBuffers::create(config.fusion_threshold_bytes)),
       wake_formation_(io),
       report_timer_(io) {}
 

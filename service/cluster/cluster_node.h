@@ -34,6 +34,7 @@
 #include "service/cluster/bootstrap.h"
 #include "service/cluster/peer_link.h"
 #include "service/cluster/ring_engine.h"
+#include "service/cluster/staging_buffers.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
 #include "service/negotiation/bit_history.h"
@@ -149,6 +150,9 @@ class ClusterNode {
   DaemonMetrics& metrics_;
   Timeline* timeline_;
   Hooks hooks_;
+  // Ring buffers of fused and in-place operations, kept up to one fusion
+  // buffer's worth between operations.
+  std::shared_ptr<StagingBuffers> staging_;
 
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;  // node 0
   boost::asio::steady_timer wake_formation_;

@@ -1,6 +1,7 @@
 #include "service/cluster/node_operation.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -10,7 +11,7 @@ namespace ringsync::service::cluster {
 
 NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
                              std::vector<std::vector<Contribution>> tensors,
-                             std::size_t chunk_bytes)
+                             std::size_t chunk_bytes, StagingBuffers* buffers)
     : shape_(shape),
       elem_(dtype_size(shape.dtype)),
       chunk_elems_(std::max<std::size_t>(1, chunk_bytes / dtype_size(shape.dtype))),
@@ -26,8 +27,31 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
     case wire::CollectiveKind::kAllgather: buffer_count_ = first_count * ranks; break;
     case wire::CollectiveKind::kBarrier: buffer_count_ = 0; break;
   }
-  if (buffer_count_ > 0) buffer_.reset(new std::byte[buffer_count_ * elem_]);
-  std::byte* base = buffer_.get();
+  // A local rank whose output can carry the ring (see the header): one tensor,
+  // output out of place and not overlapping its own input.
+  std::size_t carrier = SIZE_MAX;
+  const bool one_layout = shape.kind != wire::CollectiveKind::kBarrier && tensors.size() == 1 &&
+                          buffer_count_ > 0;
+  if (one_layout) {
+    const std::size_t recv_bytes = buffer_count_ * elem_;
+    const std::size_t send_bytes =
+        (shape.kind == wire::CollectiveKind::kAllgather ? first_count : buffer_count_) * elem_;
+    for (std::size_t r = 0; r < tensors[0].size() && carrier == SIZE_MAX; ++r) {
+      const auto& c = tensors[0][r];
+      const auto recv = reinterpret_cast<std::uintptr_t>(c.recv);
+      const auto send = reinterpret_cast<std::uintptr_t>(c.send);
+      const bool disjoint = recv + recv_bytes <= send || send + send_bytes <= recv;
+      if (c.recv != nullptr && c.send != nullptr && disjoint) carrier = r;
+    }
+  }
+  if (carrier != SIZE_MAX) {
+    buffer_ = tensors[0][carrier].recv;
+  } else if (buffer_count_ > 0) {
+    owned_ = buffers ? buffers->acquire(buffer_count_ * elem_)
+                     : std::shared_ptr<std::byte[]>(new std::byte[buffer_count_ * elem_]);
+    buffer_ = owned_.get();
+  }
+  std::byte* base = buffer_;
 
   switch (shape.kind) {
     case wire::CollectiveKind::kAllreduce: {
@@ -36,7 +60,8 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
         std::vector<const std::byte*> srcs;
         for (const auto& c : tensors[t]) srcs.push_back(c.send);
         add(gather_, base + offset * elem_, srcs, counts[t]);
-        for (const auto& c : tensors[t]) add(scatter_, c.recv, {base + offset * elem_}, counts[t]);
+        for (const auto& c : tensors[t])
+          if (c.recv != base + offset * elem_) add(scatter_, c.recv, {base + offset * elem_}, counts[t]);
         offset += counts[t];
       }
       break;
@@ -47,7 +72,8 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
       const std::uint32_t root_local = shape.root % shape.local_size;
       if (root_node == shape.node_rank)
         add(gather_, base, {tensors[0][root_local].send}, first_count);
-      for (const auto& c : tensors[0]) add(scatter_, c.recv, {base}, first_count);
+      for (const auto& c : tensors[0])
+        if (c.recv != base) add(scatter_, c.recv, {base}, first_count);
       break;
     }
     case wire::CollectiveKind::kAllgather: {
@@ -56,7 +82,8 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
         const std::size_t slot = static_cast<std::size_t>(shape.node_rank) * L + r;
         add(gather_, base + slot * first_count * elem_, {tensors[0][r].send}, first_count);
       }
-      for (const auto& c : tensors[0]) add(scatter_, c.recv, {base}, buffer_count_);
+      for (const auto& c : tensors[0])
+        if (c.recv != base) add(scatter_, c.recv, {base}, buffer_count_);
       break;
     }
     case wire::CollectiveKind::kBarrier: break;

@@ -12,6 +12,12 @@
 // - allgather: N*L*count elements ordered by global rank; this node fills its
 //   L slots, which form ring segment n.
 // - barrier: no buffer.
+//
+// Zero copy: when the ring buffer has the layout of one rank's output (one
+// allreduce tensor, a broadcast, an allgather) and some local rank's output is
+// out of place, that output is the ring buffer: gather writes into it, the ring
+// runs on it, scatter copies it to the other ranks only. In-place outputs are
+// never used: a failed ring would leave partial results over the rank's input.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +28,7 @@
 
 #include "common/dtype.h"
 #include "common/wire.h"
+#include "service/cluster/staging_buffers.h"
 #include "service/local_collective.h"
 
 namespace ringsync::service::cluster {
@@ -40,14 +47,18 @@ class NodeOperation {
  public:
   // tensors[t][r] is local rank r's buffers for the t-th tensor, of counts[t]
   // elements (per rank). chunk_bytes: the size of one piece of memory work.
+  // buffers: where a ring buffer of its own comes from (nullptr: plain new).
   NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
-                std::vector<std::vector<Contribution>> tensors, std::size_t chunk_bytes);
+                std::vector<std::vector<Contribution>> tensors, std::size_t chunk_bytes,
+                StagingBuffers* buffers = nullptr);
 
   const OperationShape& shape() const { return shape_; }
   // The buffer the ring runs over, and its length in elements.
-  std::byte* buffer() { return buffer_.get(); }
+  std::byte* buffer() { return buffer_; }
   std::size_t buffer_count() const { return buffer_count_; }
   std::size_t buffer_bytes() const { return buffer_count_ * elem_; }
+  // Whether the ring runs in a local rank's output (no buffer of its own).
+  bool zero_copy() const { return buffer_ != nullptr && !owned_; }
 
   std::size_t gather_pieces() const { return gather_.size(); }
   void gather_piece(std::size_t i) const { run(gather_[i]); }
@@ -71,7 +82,8 @@ class NodeOperation {
   std::size_t chunk_elems_;
   ReduceOp local_op_;
   std::size_t buffer_count_ = 0;
-  std::unique_ptr<std::byte[]> buffer_;
+  std::byte* buffer_ = nullptr;
+  std::shared_ptr<std::byte[]> owned_;  // when not a rank's output
   std::vector<Piece> gather_;
   std::vector<Piece> scatter_;
 };

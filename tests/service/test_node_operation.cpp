@@ -100,7 +100,10 @@ TEST_CASE("node operation: broadcast reads only the root's buffer, on the root's
   OperationShape elsewhere{wire::CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum, 3, 0, 2, 2};
   NodeOperation other(elsewhere, {6}, tensors, 1 << 20);
   CHECK(other.gather_pieces() == 0);
-  CHECK(other.scatter_pieces() == 2);
+  // The ring fills local rank 0's output; only rank 1 gets a copy.
+  CHECK(other.zero_copy());
+  CHECK(other.buffer() == reinterpret_cast<std::byte*>(recv[0].data()));
+  CHECK(other.scatter_pieces() == 1);
 }
 
 TEST_CASE("node operation: barrier and zero-length tensors move nothing") {
@@ -114,4 +117,80 @@ TEST_CASE("node operation: barrier and zero-length tensors move nothing") {
   NodeOperation z(sum, {0}, {{of(empty, empty)}}, 4096);
   CHECK(z.buffer_count() == 0);
   CHECK(z.gather_pieces() == 0);
+}
+
+TEST_CASE("node operation: one tensor out of place runs the ring in a rank's output") {
+  std::vector<std::vector<float>> send(3), recv(3);
+  std::vector<std::vector<Contribution>> tensors(1);
+  for (int r = 0; r < 3; ++r) {
+    send[r].assign(10, static_cast<float>(r + 1));
+    recv[r].assign(10, -1.0f);
+    tensors[0].push_back(of(send[r], recv[r]));
+  }
+  // Rank 0 in place: its output holds its input, so rank 1's output carries the ring.
+  tensors[0][0].send = reinterpret_cast<const std::byte*>(recv[0].data());
+  recv[0].assign(10, 1.0f);
+  OperationShape shape{wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 0, 0, 2, 3};
+  NodeOperation work(shape, {10}, tensors, 16);
+  REQUIRE(work.zero_copy());
+  CHECK(work.buffer() == reinterpret_cast<std::byte*>(recv[1].data()));
+  CHECK(work.scatter_pieces() == 2 * 3);  // ranks 0 and 2, 16-byte pieces of 40 bytes
+  run_gather(work);
+  CHECK(std::all_of(recv[0].begin(), recv[0].end(), [](float v) { return v == 1.0f; }));
+  run_scatter(work);
+  for (int r = 0; r < 3; ++r)
+    CHECK(std::all_of(recv[r].begin(), recv[r].end(), [](float v) { return v == 6.0f; }));
+}
+
+TEST_CASE("node operation: in-place ranks keep their inputs until the ring has succeeded") {
+  // Every rank in place: the ring needs a buffer of its own, from the pool, and
+  // the inputs are untouched by gather (a failed ring loses nothing).
+  auto pool = cluster::StagingBuffers::create(64 << 20);
+  const std::size_t n = (2 << 20) / sizeof(float);  // pooled size
+  std::vector<std::vector<float>> data(2);
+  std::vector<std::vector<Contribution>> tensors(1);
+  for (int r = 0; r < 2; ++r) {
+    data[r].assign(n, static_cast<float>(r + 1));
+    tensors[0].push_back(of(data[r], data[r]));
+  }
+  OperationShape shape{wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 0, 0, 2, 2};
+  std::byte* first = nullptr;
+  {
+    NodeOperation work(shape, {n}, tensors, 1 << 20, pool.get());
+    CHECK_FALSE(work.zero_copy());
+    first = work.buffer();
+    run_gather(work);
+    CHECK(data[0][n - 1] == 1.0f);
+    CHECK(data[1][0] == 2.0f);
+    CHECK(as_floats(work)[n / 2] == 3.0f);
+  }
+  CHECK(pool->kept_buffers() == 1);
+  NodeOperation again(shape, {n}, tensors, 1 << 20, pool.get());
+  CHECK(again.buffer() == first);  // reused, not allocated again
+  CHECK(pool->kept_buffers() == 0);
+}
+
+TEST_CASE("staging buffers: reuse within a byte budget; small ones are never kept") {
+  using cluster::StagingBuffers;
+  auto pool = StagingBuffers::create(3 << 20);
+  {
+    auto a = pool->acquire(2 << 20);
+    auto b = pool->acquire(2 << 20);
+    auto tiny = pool->acquire(100);
+    CHECK(a.get() != b.get());
+  }
+  // Both 2 MiB buffers came back; only one fits the 3 MiB budget.
+  CHECK(pool->kept_buffers() == 1);
+  CHECK(pool->kept_bytes() == std::size_t{2} << 20);
+  {
+    auto big = pool->acquire(5 << 20);  // more than twice smaller ones: fresh
+    CHECK(pool->kept_buffers() == 1);
+    auto fits = pool->acquire((1 << 20) + 1);  // takes the 2 MiB one
+    CHECK(pool->kept_buffers() == 0);
+  }
+  // A buffer may outlive its pool.
+  auto orphan = pool->acquire(2 << 20);
+  pool.reset();
+  orphan.get()[0] = std::byte{1};
+  orphan.reset();
 }
