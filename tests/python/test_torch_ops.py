@@ -1,6 +1,8 @@
 """ringsync.torch's collectives and helpers on real ranks: broadcast_optimizer_state, autograd
-through allreduce / allgather / broadcast, fp16 compression, in-place and async forms; plus
-DistributedOptimizer's argument checks (in this process, no daemon needed).
+through allreduce / allgather / broadcast, fp16 compression, in-place and async forms (wait
+with a timeout), DistributedOptimizer when one bucket fails; plus DistributedOptimizer's
+argument checks and zero_grad(), and the handles' timeouts (in this process, no daemon
+needed).
 
 Three ranks (an odd size) on one daemon run every check in one launch; each check's values
 or its traceback come back per check, so each test method reports its own failure.
@@ -156,8 +158,56 @@ def check_in_place_and_async(rst, rank):
   return True
 
 
+def check_in_place_wait_timeout(rst, rank):
+  """wait(timeout) on an in-place allreduce of a non-contiguous tensor (a handle chained
+  after a temporary's) times out while the other ranks have not submitted it yet."""
+  t = torch.ones(4, 3).t()  # not contiguous
+  if rank == 0:
+    handle = rst.allreduce_async_(t, op=rst.Sum, name="chained.late")
+    # The others submit only after the gate, which needs this rank: cannot be complete here.
+    try:
+      handle.wait(timeout=0.05)
+      raise AssertionError("wait(timeout) returned before every rank submitted")
+    except TimeoutError:
+      pass
+    assert not handle.done()
+    rst.barrier(name="chained.gate")
+    assert handle.wait() is t
+  else:
+    rst.barrier(name="chained.gate")
+    rst.allreduce_(t, op=rst.Sum, name="chained.late")
+  assert torch.equal(t, torch.full((3, 4), float(rst.size()))), t
+  return True
+
+
+def check_synchronize_drains_after_failure(rst, rank):
+  """One bucket fails (the ranks disagree on its size): synchronize() raises that error only
+  after waiting for the other buckets, whose allreduces still run in their buffers."""
+  a = torch.nn.Parameter(torch.ones(3 + (rank == 0)))  # rank 0's differs: MISMATCH
+  b = torch.nn.Parameter(torch.ones(2))
+  optimizer = rst.DistributedOptimizer(torch.optim.SGD([b, a], lr=0.1),
+                                       named_parameters=[("drain.b", b), ("drain.a", a)],
+                                       bucket_bytes=1)
+  (a.sum() + b.sum()).backward()
+  buckets = optimizer._rs_buckets  # reverse registration order: a's bucket finishes first
+  assert [bk.names for bk in buckets] == [["drain.a"], ["drain.b"]], optimizer.buckets
+  started = [bk.handle for bk in buckets]
+  assert all(h is not None for h in started), "the buckets did not start during backward"
+  try:
+    optimizer.synchronize()
+    raise AssertionError("synchronize() with mismatched buckets did not raise")
+  except rst.RingsyncError as e:
+    assert e.status == "MISMATCH" and "drain.a" in e.message, e
+  for handle in started:  # waited for by synchronize(): repr() says "pending" until then
+    assert "pending" not in repr(handle), "a bucket's allreduce was left running: %r" % handle
+  assert not any(bk.started for bk in buckets)
+  optimizer.zero_grad()  # allowed again: nothing is being reduced
+  return True
+
+
 CHECKS = ["check_optimizer_state", "check_allreduce_grad", "check_allgather_grad",
-          "check_broadcast_grad", "check_fp16", "check_in_place_and_async"]
+          "check_broadcast_grad", "check_fp16", "check_in_place_and_async",
+          "check_in_place_wait_timeout", "check_synchronize_drains_after_failure"]
 
 
 def ops_rank():
@@ -222,6 +272,12 @@ class TorchOpsTest(unittest.TestCase):
   def test_in_place_async_and_objects(self):
     self.each_rank("check_in_place_and_async")
 
+  def test_in_place_wait_timeout(self):
+    self.each_rank("check_in_place_wait_timeout")
+
+  def test_synchronize_waits_for_every_bucket_when_one_fails(self):
+    self.each_rank("check_synchronize_drains_after_failure")
+
 
 @unittest.skipIf(torch is None, "PyTorch is not installed")
 class DistributedOptimizerArgumentsTest(unittest.TestCase):
@@ -258,6 +314,20 @@ class DistributedOptimizerArgumentsTest(unittest.TestCase):
     with self.assertRaisesRegex(ValueError, "Average or Sum"):
       self.wrap(named_parameters=self.model.named_parameters(), op=self.rst.Max)
 
+  def test_zero_grad_takes_the_wrapped_optimizers_arguments(self):
+    def grads_after(optimizer, *args, **kwargs):
+      for p in self.model.parameters():
+        p.grad = torch.ones_like(p)
+      optimizer.zero_grad(*args, **kwargs)
+      return [None if p.grad is None else p.grad.tolist() for p in self.model.parameters()]
+
+    plain = torch.optim.SGD(self.model.parameters(), lr=0.1)
+    wrapped = self.wrap(named_parameters=self.model.named_parameters())
+    self.assertEqual(grads_after(wrapped), grads_after(plain))  # the same default
+    for args, kwargs in (((True,), {}), ((), {"set_to_none": True}), ((False,), {})):
+      self.assertEqual(grads_after(wrapped, *args, **kwargs),
+                       grads_after(plain, *args, **kwargs))
+
   def test_same_class_and_buckets_in_reverse_order(self):
     optimizer = self.wrap(named_parameters=self.model.named_parameters(), bucket_bytes=0)
     self.assertIsInstance(optimizer, torch.optim.SGD)
@@ -265,6 +335,67 @@ class DistributedOptimizerArgumentsTest(unittest.TestCase):
                      [["1.bias"], ["1.weight"], ["0.bias"], ["0.weight"]])
     names = [name for name, _ in optimizer.buckets]
     self.assertEqual(len(set(names)), len(names))
+
+
+class _Clock:
+  def __init__(self):
+    self.now = 100.0
+
+  def monotonic(self):
+    return self.now
+
+
+class _CoreHandle:
+  """Stands for a core handle: wait(timeout) records its timeout and takes `cost` seconds of
+  the fake clock."""
+
+  def __init__(self, clock, cost):
+    self.clock, self.cost, self.timeout = clock, cost, "not waited"
+
+  def wait(self, timeout=None):
+    self.timeout = timeout
+    self.clock.now += self.cost
+    return self.cost
+
+  def done(self):
+    return True
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class HandleTimeoutTest(unittest.TestCase):
+  """ringsync.torch.Handle's timeout is one deadline for all of its core handles: no daemon
+  needed (a fake clock and fake core handles)."""
+
+  @classmethod
+  def setUpClass(cls):
+    sys.path.insert(0, harness.PYTHON_PACKAGE_DIR)
+    from ringsync.torch import handle
+    cls.module = handle
+
+  def setUp(self):
+    self.clock = _Clock()
+    self.saved_time, self.module.time = self.module.time, self.clock
+
+  def tearDown(self):
+    self.module.time = self.saved_time
+
+  def test_one_deadline_for_every_core_handle(self):
+    cores = [_CoreHandle(self.clock, 0.75), _CoreHandle(self.clock, 0.5),
+             _CoreHandle(self.clock, 0.0)]
+    handle = self.module.Handle(cores, lambda results: results)
+    self.assertEqual(handle.wait(timeout=1.0), [0.75, 0.5, 0.0])
+    self.assertEqual([c.timeout for c in cores], [1.0, 0.25, 0.0])
+
+  def test_no_timeout_and_chained(self):
+    core = _CoreHandle(self.clock, 0.5)
+    inner = self.module.Handle([core], lambda results: results[0])
+    chained = self.module.Chained(inner, lambda result: result * 2)
+    self.assertEqual(chained.wait(timeout=2.0), 1.0)
+    self.assertEqual(core.timeout, 2.0)
+    self.assertTrue(chained.done())
+    again = _CoreHandle(self.clock, 0.1)
+    self.assertEqual(self.module.Handle([again], lambda results: results).wait(), [0.1])
+    self.assertIsNone(again.timeout)
 
 
 if __name__ == "__main__":

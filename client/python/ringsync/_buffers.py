@@ -2,55 +2,114 @@
 
 A buffer comes from rs_alloc() and goes back with rs_free() once the last array or tensor
 viewing it is garbage-collected (weakref.finalize on the ctypes block they all keep alive).
-A buffer still used by a pending collective cannot be freed yet: it is freed later, at the
-next allocation or collective completion.
+The library refuses to free a buffer while a pending collective uses it (the daemon may still
+write it, even when that collective's handle was dropped): such a buffer, and one whose
+finalizer ran where calling the library was not safe, is freed later, at the next allocation,
+collective or completion.
 
 rs_disconnect() unmaps every buffer of the connection. So that arrays still alive after
 shutdown() do not point at unmapped memory, shutdown() moves their contents to private
-anonymous memory mapped at the same address (detach_all / reattach).
+anonymous memory mapped at the same address (Registry.detach / reattach).
 """
 
 import ctypes
 import math
 import mmap
+import os
 import threading
 import warnings
 import weakref
 
 from . import _capi, _dtypes
 
-_lock = threading.RLock()
-_live = {}       # address -> (weakref to the ctypes block, bytes): buffers of the live connection
-_deferred = []   # addresses whose rs_free() found a pending collective, with their generation
 
+class Registry:
+  """The shared buffers of one connection: the live ones, and those still to be freed."""
 
-def _release(address, generation):
-  """The finalizer of a block: rs_free() it, or try again later while a collective uses it."""
-  from . import _context
-  with _lock:
-    _live.pop(address, None)
-    if not _context.is_current(generation):
-      return  # unmapped (or moved to private memory) at shutdown
-    ctx, _ = _context.current()
-    code = _capi.lib().rs_free(ctx, address)
-    if code != 0:
-      _deferred.append((address, generation))
+  def __init__(self):
+    # Finalizers take it too, and may run on a thread that holds it already.
+    self._lock = threading.RLock()
+    self._live = {}      # address -> (weakref to the ctypes block, bytes)
+    self._to_free = []   # addresses whose arrays are gone
+    self._closed = False
 
+  def add(self, address, block, nbytes):
+    with self._lock:
+      self._live[address] = (weakref.ref(block), nbytes)
 
-def retry_deferred():
-  """Frees buffers whose last array died while a collective still used them."""
-  if not _deferred:
-    return
-  from . import _context
-  with _lock:
-    pending = list(_deferred)
-    del _deferred[:]
-    for address, generation in pending:
-      if not _context.is_current(generation):
+  def released(self, connection, address):
+    """The finalizer of a block: rs_free() it now if that is safe, else later."""
+    if connection.pid != os.getpid():
+      return  # a forked child: the memory stays mapped; the parent's connection owns it
+    with self._lock:
+      self._live.pop(address, None)
+      if self._closed:
+        return  # unmapped (or moved to private memory) at shutdown
+      self._to_free.append(address)
+    # Not while this thread has yet to read the message of a failed call (rs_free would
+    # overwrite it); never blocking (a finalizer can run anywhere).
+    if not _capi.in_call() and connection.try_acquire():
+      try:
+        self.free_pending(connection)
+      finally:
+        connection.release()
+
+  def free_pending(self, connection):
+    """rs_free() for buffers whose arrays are gone; those a pending collective still uses
+    stay for later. The caller holds a use of `connection`."""
+    if not self._to_free:
+      return
+    with self._lock:
+      pending, self._to_free = self._to_free, []
+    kept = [address for address in pending
+            if _capi.lib().rs_free(connection.ctx, address) != _capi.SUCCESS]
+    if kept:
+      with self._lock:
+        self._to_free.extend(kept)
+
+  def detach(self):
+    """Before rs_disconnect(): the live buffers, each with a second mapping of its memory
+    (or, where that fails, a copy of its contents) to read after the disconnect."""
+    with self._lock:
+      self._closed = True
+      live, self._live = self._live.copy(), {}
+      self._to_free = []
+    saved = []
+    for address, (ref, nbytes) in live.items():
+      block = ref()
+      if block is None:
         continue
-      ctx, _ = _context.current()
-      if _capi.lib().rs_free(ctx, address) != 0:
-        _deferred.append((address, generation))
+      length = _page_round(nbytes)
+      alias = _libc().mremap(address, 0, length, _MREMAP_MAYMOVE)
+      if alias in (None, _MAP_FAILED):
+        saved.append((address, nbytes, None, ctypes.string_at(address, nbytes), block))
+      else:
+        saved.append((address, nbytes, alias, None, block))
+    return saved
+
+  @staticmethod
+  def reattach(saved):
+    """After rs_disconnect(): private memory at each saved buffer's address, holding what the
+    buffer held when the connection closed."""
+    libc = _libc() if saved else None
+    failed = 0
+    for address, nbytes, alias, contents, block in saved:
+      length = _page_round(nbytes)
+      got = libc.mmap(address, length, mmap.PROT_READ | mmap.PROT_WRITE,
+                      mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED_NOREPLACE, -1, 0)
+      if got == address:
+        ctypes.memmove(address, alias if alias is not None else contents, nbytes)
+        weakref.finalize(block, libc.munmap, address, length).atexit = False
+      else:
+        if got not in (None, _MAP_FAILED):
+          libc.munmap(got, length)
+        failed += 1
+      if alias is not None:
+        libc.munmap(alias, length)
+    if failed:
+      warnings.warn("ringsync.shutdown(): %d array(s) from ringsync.empty() could not keep their "
+                    "memory (the address was taken meanwhile, errno %d); do not use them any more"
+                    % (failed, ctypes.get_errno()), RuntimeWarning, stacklevel=4)
 
 
 def _shape_of(shape):
@@ -81,16 +140,16 @@ def empty(shape, dtype, framework="numpy"):
   native = _dtypes.native(name, framework)
   count = math.prod(shape)
   nbytes = count * _dtypes.SIZES[name]
-  ctx, generation = _context.current()
   if nbytes == 0:
+    _context.current()
     return _plain_empty(shape, native, framework)
-  retry_deferred()
   address = ctypes.c_void_p()
-  _capi.check(_capi.lib().rs_alloc(ctx, nbytes, ctypes.byref(address)))
-  block = (ctypes.c_ubyte * nbytes).from_address(address.value)
-  with _lock:
-    _live[address.value] = (weakref.ref(block), nbytes)
-  finalizer = weakref.finalize(block, _release, address.value, generation)
+  with _context.use() as connection:
+    connection.buffers.free_pending(connection)
+    _capi.call(_capi.lib().rs_alloc, connection.ctx, nbytes, ctypes.byref(address))
+    block = (ctypes.c_ubyte * nbytes).from_address(address.value)
+    connection.buffers.add(address.value, block, nbytes)
+    finalizer = weakref.finalize(block, connection.buffers.released, connection, address.value)
   finalizer.atexit = False  # shutdown() at exit takes care of live buffers
   if framework == "numpy":
     import numpy as np
@@ -107,72 +166,29 @@ def _plain_empty(shape, native, framework):
   return torch.empty(shape, dtype=native)
 
 
-def is_shared(address, nbytes=1):
-  """True when [address, address + nbytes) lies inside a live buffer from empty()."""
-  with _lock:
-    for base, (ref, size) in _live.items():
-      if base <= address and address + nbytes <= base + size and ref() is not None:
-        return True
-  return False
-
-
 # ---- shutdown: keep live arrays valid after rs_disconnect() unmaps their memory --------------
 
 _PAGE = mmap.PAGESIZE
 _MAP_FIXED_NOREPLACE = 0x100000  # Linux >= 4.17; older kernels take it as a mere hint
-_libc = None
+_MREMAP_MAYMOVE = 1  # with old_size 0: a second mapping of the same shared pages
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_libc_handle = None
 
 
-def _mmap_function():
-  global _libc
-  if _libc is None:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _libc.mmap.restype = ctypes.c_void_p
-    _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                           ctypes.c_int, ctypes.c_long]
-    _libc.munmap.restype = ctypes.c_int
-    _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-  return _libc
+def _page_round(nbytes):
+  return (nbytes + _PAGE - 1) // _PAGE * _PAGE
 
 
-def detach_all():
-  """Before rs_disconnect(): the contents of every live buffer, to put back afterwards."""
-  with _lock:
-    saved = []
-    for address, (ref, nbytes) in _live.items():
-      block = ref()
-      if block is not None:
-        saved.append((address, nbytes, ctypes.string_at(address, nbytes), block))
-    _live.clear()
-    del _deferred[:]
-    return saved
-
-
-def forget_all():
-  """In a forked child: the parent's buffers stay mapped here but belong to its connection."""
-  with _lock:
-    _live.clear()
-    del _deferred[:]
-
-
-def reattach(saved):
-  """After rs_disconnect(): private memory at each saved buffer's address, with its contents."""
-  if not saved:
-    return
-  libc = _mmap_function()
-  failed = 0
-  for address, nbytes, contents, block in saved:
-    length = (nbytes + _PAGE - 1) // _PAGE * _PAGE
-    got = libc.mmap(address, length, mmap.PROT_READ | mmap.PROT_WRITE,
-                    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_FIXED_NOREPLACE, -1, 0)
-    if got != address:
-      if got not in (None, ctypes.c_void_p(-1).value):
-        libc.munmap(got, length)
-      failed += 1
-      continue
-    ctypes.memmove(address, contents, nbytes)
-    weakref.finalize(block, libc.munmap, address, length).atexit = False
-  if failed:
-    warnings.warn("ringsync.shutdown(): %d array(s) from ringsync.empty() could not keep their "
-                  "memory (the address was taken meanwhile, errno %d); do not use them any more"
-                  % (failed, ctypes.get_errno()), RuntimeWarning, stacklevel=3)
+def _libc():
+  global _libc_handle
+  if _libc_handle is None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mremap.restype = ctypes.c_void_p
+    libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.restype = ctypes.c_int
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    _libc_handle = libc
+  return _libc_handle

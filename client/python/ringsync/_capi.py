@@ -1,7 +1,9 @@
 """ctypes declarations of the C ABI (ringsync/ringsync.h), and status checking.
 
 Every C call returns an rs_status_t; on failure rs_last_error() holds the message for the
-calling thread only, so `check` reads it right after the failed call, on the same thread.
+calling thread until its next failing call. `call` reads it before this thread can call the
+library again: garbage-collection finalizers (which free buffers) check `in_call()` and leave
+their frees for later while a call's message is still to be read.
 ctypes releases the GIL during each call, so a blocking wait does not stop other threads.
 """
 
@@ -83,6 +85,14 @@ def lib():
   return _lib
 
 
+_calling = threading.local()  # depth: > 0 between a C call and the read of its message
+
+
+def in_call():
+  """True while this thread is between a C call and the read of its rs_last_error()."""
+  return getattr(_calling, "depth", 0) > 0
+
+
 def last_error():
   """rs_last_error() of this thread, decoded."""
   raw = lib().rs_last_error()
@@ -97,15 +107,15 @@ def error(code):
   return RingsyncError(status_name(code), message)
 
 
-def check(code):
-  """Raises RingsyncError unless `code` is RS_SUCCESS. Call it right after the C call."""
-  if code != SUCCESS:
+def call(function, *args):
+  """function(*args) for a C function returning rs_status_t: returns RS_SUCCESS (or
+  RS_IN_PROGRESS, from rs_test and rs_wait_timeout), else raises RingsyncError carrying the
+  message the call left in rs_last_error()."""
+  _calling.depth = getattr(_calling, "depth", 0) + 1
+  try:
+    code = function(*args)
+    if code == SUCCESS or code == IN_PROGRESS:
+      return code
     raise error(code)
-
-
-def finished(code):
-  """For rs_test/rs_wait_timeout: False while RS_IN_PROGRESS, True on success, else raises."""
-  if code == IN_PROGRESS:
-    return False
-  check(code)
-  return True
+  finally:
+    _calling.depth -= 1

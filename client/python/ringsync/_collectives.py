@@ -12,7 +12,7 @@ inside buffers from ringsync.empty() moves with no copy at all.
 
 import ctypes
 
-from . import _buffers, _capi, _context, _names, _ops
+from . import _capi, _context, _names, _ops
 from ._handle import Handle
 from ._tensors import View, as_out
 
@@ -37,11 +37,11 @@ def _output(kind, view, out, shape):
 
 def _submit(kind, name, start, result, keep):
   """Calls `start(ctx, request_ptr)` (a C *_async function) and wraps the request."""
-  ctx, _ = _context.current()
-  _buffers.retry_deferred()
   request = _capi.c_req_p()
-  _capi.check(start(ctx, ctypes.byref(request)))
-  return Handle(request, kind, name.decode("utf-8", "replace"), result, keep)
+  with _context.use() as connection:  # shutdown() waits for it: ctx stays valid meanwhile
+    connection.buffers.free_pending(connection)
+    _capi.call(start, connection.ctx, ctypes.byref(request))
+  return Handle(request, kind, name.decode("utf-8", "replace"), result, keep, connection)
 
 
 def allreduce_async(x, op=_ops.Sum, name=None, out=None):

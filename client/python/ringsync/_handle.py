@@ -3,8 +3,8 @@
 import threading
 import time
 
-from . import _buffers, _capi
-from .errors import IN_PROGRESS, SUCCESS
+from . import _capi
+from .errors import IN_PROGRESS, RingsyncError
 
 # A wait without a timeout still returns to Python this often, so that Ctrl-C (a signal
 # handler raising KeyboardInterrupt) is not held off by a collective that never completes.
@@ -16,16 +16,26 @@ class Handle:
 
   wait() returns its result (the output array or tensor; None for a barrier) or raises the
   RingsyncError it failed with; done() says whether wait() would return at once. A handle
-  keeps its input and output alive until the collective has completed. A handle dropped
-  without waiting abandons the collective (its result is discarded; it still runs).
+  keeps its input and output alive until the collective has completed.
+
+  Dropping a handle before the collective has completed abandons it: it still runs, and the
+  daemon may go on reading its input and writing its output until it has completed on every
+  rank. An output from ringsync.empty() (the daemon can run the whole ring in it) may then
+  change at any later moment; a plain array's output is no longer written once the handle is
+  gone, and holds undefined contents. A later collective completing does not prove that the
+  abandoned one has. So drop handles only to fire and forget: do not read, write or pass to
+  another collective the buffers of a dropped handle; wait() when you need them again. (Memory
+  stays safe either way: the library keeps a shared buffer allocated while a collective still
+  uses it, even after its last array is gone.)
   """
 
-  def __init__(self, request, kind, name, result, keep):
+  def __init__(self, request, kind, name, result, keep, connection=None):
     self._request = request   # ctypes.c_void_p, None once the library freed it
     self._kind = kind
     self._name = name
     self._result = result     # returned by wait()
     self._keep = keep         # inputs and outputs the library reads or writes until completion
+    self._connection = connection  # frees buffers left for later once this completes
     self._error = None
     self._lock = threading.Lock()
 
@@ -34,26 +44,32 @@ class Handle:
     """The tensor name the collective runs under."""
     return self._name
 
-  def _complete(self, code):
-    """Records the outcome of a finished request (the library has freed it)."""
-    # Read rs_last_error() first, on this thread, before anything else can call the library.
-    if code != SUCCESS:
-      self._error = _capi.error(code)
+  def _call(self, function, *args):
+    """function(request, *args) (rs_test, rs_wait_timeout): False while in progress; True
+    once the request completed (the library freed it), its failure recorded."""
+    try:
+      if _capi.call(function, self._request, *args) == IN_PROGRESS:
+        return False
+    except RingsyncError as error:
+      self._error = error
     self._request = None
     self._keep = None
-    _buffers.retry_deferred()
+    connection, self._connection = self._connection, None
+    # A buffer freed while this collective used it can go now (never blocking: a use of the
+    # connection must not wait for shutdown(), nor the other way round).
+    if connection is not None and connection.try_acquire():
+      try:
+        connection.buffers.free_pending(connection)
+      finally:
+        connection.release()
+    return True
 
   def done(self):
     """True once the collective has completed (successfully or not): wait() will not block."""
     if not self._lock.acquire(blocking=False):
       return False  # another thread is waiting on it
     try:
-      if self._request is not None:
-        code = _capi.lib().rs_test(self._request)
-        if code == IN_PROGRESS:
-          return False
-        self._complete(code)
-      return True
+      return self._request is None or self._call(_capi.lib().rs_test)
     finally:
       self._lock.release()
 
@@ -78,9 +94,7 @@ class Handle:
       slice_ms = _WAIT_SLICE_MS
       if deadline is not None:
         slice_ms = max(0, min(slice_ms, int((deadline - time.monotonic()) * 1000)))
-      code = lib.rs_wait_timeout(self._request, slice_ms)
-      if code != IN_PROGRESS:
-        self._complete(code)
+      if self._call(lib.rs_wait_timeout, slice_ms):
         return
       if deadline is not None and time.monotonic() >= deadline:
         raise TimeoutError("%s '%s' has not completed after %g s; the handle stays valid: wait "
@@ -88,6 +102,9 @@ class Handle:
                            % (self._kind, self._name, timeout))
 
   def __del__(self):
+    # rs_request_free() takes no context (requests outlive it), leaves rs_last_error() alone
+    # and stops the delivery of a staged result into our memory; shared buffers stay allocated in the library while the
+    # collective runs (see the class doc), so the arrays need not outlive the handle.
     request = getattr(self, "_request", None)
     if request is None:
       return

@@ -114,8 +114,8 @@ class Bucket:
   def finish(self):
     """Waits for the allreduce and writes the result into every p.grad (cast back to the
     parameter's dtype). A parameter no rank had a gradient for keeps p.grad as it was (None)."""
-    handle, self.handle = self.handle, None
-    handle.wait()
+    self.handle.wait()  # on failure the handle stays, for drain()
+    self.handle = None
     flags = self.buffer[self.numel:].tolist()
     with torch.no_grad():
       for i, p in enumerate(self.params):
@@ -126,6 +126,18 @@ class Bucket:
           p.grad = result.to(device=p.device, dtype=p.dtype, copy=True)
         else:
           p.grad.copy_(result)
+
+  def drain(self):
+    """Waits for a started allreduce whose result is not wanted (another bucket failed),
+    ignoring how it ended: until it has completed the daemon may still write the buffer, so
+    the next step must not refill it before."""
+    if self.handle is None:
+      return
+    try:
+      self.handle.wait()
+    except _core.RingsyncError:
+      pass
+    self.handle = None
 
   def reset(self):
     self.ready = [False] * len(self.params)

@@ -1,5 +1,12 @@
 """An asynchronous collective on tensors: the core's handles plus the work left after them."""
 
+import time
+
+
+def _remaining(deadline):
+  """Seconds left until `deadline` (None: no limit), never negative."""
+  return None if deadline is None else max(0.0, deadline - time.monotonic())
+
 
 class Handle:
   """Returned by the ``*_async`` functions. ``wait()`` (or ``synchronize(handle)``) returns the
@@ -19,8 +26,13 @@ class Handle:
     return self._waited or all(h.done() for h in self._core_handles)
 
   def wait(self, timeout=None):
+    """The result. With ``timeout`` (seconds, for all core handles together), raises
+    TimeoutError when the collective has not completed by then; wait again later."""
     if not self._waited:
-      results = [h.wait(timeout) for h in self._core_handles]
+      deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+      # A core handle that completed keeps its result: after a TimeoutError, waiting again
+      # does not wait for it again.
+      results = [h.wait(_remaining(deadline)) for h in self._core_handles]
       self._result = self._finish(results)
       self._waited = True
       self._core_handles = []
@@ -42,8 +54,17 @@ class Chained(Handle):
   """A Handle finishing another one, then applying ``finish`` to its result."""
 
   def __init__(self, inner, finish):
-    super().__init__([], lambda _: finish(inner.wait()))
+    super().__init__([], None)
     self._inner = inner
+    self._then = finish
 
   def done(self):
     return self._waited or self._inner.done()
+
+  def wait(self, timeout=None):
+    if not self._waited:
+      self._result = self._then(self._inner.wait(timeout))
+      self._waited = True
+      self._inner = None
+      self._then = None
+    return self._result

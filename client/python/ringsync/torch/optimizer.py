@@ -149,7 +149,13 @@ class _DistributedOptimizer:
     """Finishes every bucket's allreduce and writes the averaged (or summed) gradients into
     p.grad. Buckets that did not start during backward (a parameter without gradient, fewer
     backward passes than backward_passes_per_step) start here, so every rank issues the same
-    collectives."""
+    collectives.
+
+    When one bucket fails (e.g. RingsyncError "MISMATCH"), the others still running are waited
+    for (the daemon writes their buffers until they complete) and the first error is raised.
+    After an interruption (KeyboardInterrupt) the unfinished buckets stay started instead:
+    zero_grad() refuses, and the next synchronize() or step() finishes them.
+    """
     try:
       for bucket in self._rs_buckets:
         if not bucket.started:
@@ -158,11 +164,18 @@ class _DistributedOptimizer:
           self.event_log.record("allreduce_at_sync", bucket.name)
       for bucket in self._rs_buckets:
         bucket.finish()
+    except Exception:
+      # Before the buffers are refilled. A drain interrupted in turn leaves its bucket started.
+      for bucket in self._rs_buckets:
+        bucket.drain()
+      raise
     finally:
       for bucket in self._rs_buckets:
-        bucket.reset()
-      for p in self._rs_passes:
-        self._rs_passes[p] = 0
+        if not bucket.started:
+          bucket.reset()
+      if not any(bucket.started for bucket in self._rs_buckets):
+        for p in self._rs_passes:
+          self._rs_passes[p] = 0
     self._rs_synchronized = True
     self.event_log.record("synchronize")
 
@@ -185,12 +198,14 @@ class _DistributedOptimizer:
     self.event_log.end_step()
     return result
 
-  def zero_grad(self, set_to_none=False):
+  def zero_grad(self, *args, **kwargs):
+    # Arguments as the wrapped optimizer takes them: set_to_none's default differs between
+    # torch versions (False before 2.0, True since).
     if any(bucket.started for bucket in self._rs_buckets):
       raise RuntimeError("DistributedOptimizer: zero_grad() was called after backward() but "
                          "before step() or synchronize(), while gradients are being reduced; "
                          "call step() (or synchronize()) first")
-    return super().zero_grad(set_to_none=set_to_none)
+    return super().zero_grad(*args, **kwargs)
 
   def set_backward_passes_per_step(self, passes):
     if passes < 1:
