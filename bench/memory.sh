@@ -9,7 +9,8 @@
 # 2. Load: `ringsync launch --nodes 2 --slots 2 -- ringsync-bench` sweeping 18
 #    sizes (8 B to 1 MiB, factor 2) once for each of 4 data types, N timed + 5
 #    warm-up iterations each (default N 140: 10,440 allreduces), every element
-#    checked; both daemons' VmRSS sampled every 0.25 s and shown a quarter, half,
+#    checked; both daemons' private resident memory (RssAnon: VmRSS would also
+#    count the trainers' shared buffers the daemon maps) sampled every 0.25 s and shown a quarter, half,
 #    three quarters of the way and at the end: flat means no growth after the
 #    first sweep.
 # BUILD_DIR (default: build) holds bin/ringsync, bin/ringsyncd, bin/ringsync-bench.
@@ -56,7 +57,7 @@ cpu_ticks() {  # utime + stime of the given pids
   done
   echo "$total"
 }
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+rss_kib() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 echo "# ringsyncd footprint ($(nproc) CPUs, $(uname -r))"
 echo
@@ -95,7 +96,7 @@ echo
 awk 'NF == 2 && $1 > 0 && $2 > 0 { a[++n] = $1; b[n] = $2; if ($1 > ma) ma = $1; if ($2 > mb) mb = $2 }
      END {
        if (n < 4) { print "too few samples"; exit 1 }
-       printf "| daemon RSS (MiB) | 1/4 | 2/4 | 3/4 | end | max |\n|---|---:|---:|---:|---:|---:|\n"
+       printf "| daemon private RSS (MiB) | 1/4 | 2/4 | 3/4 | end | max |\n|---|---:|---:|---:|---:|---:|\n"
        printf "| node 0 | %.1f | %.1f | %.1f | %.1f | %.1f |\n", a[int(n/4)]/1024, a[int(n/2)]/1024, a[int(3*n/4)]/1024, a[n]/1024, ma/1024
        printf "| node 1 | %.1f | %.1f | %.1f | %.1f | %.1f |\n", b[int(n/4)]/1024, b[int(n/2)]/1024, b[int(3*n/4)]/1024, b[n]/1024, mb/1024
        printf "\n(%d samples; the columns are RSS a quarter, half, three quarters of the way through and at the end)\n", n

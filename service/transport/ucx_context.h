@@ -45,8 +45,11 @@ struct UcxOptions {
   // over tcp are off too: when the peer dies mid-send, this UCX (1.13) aborts the
   // process on an internal assertion (uct_iface.h "comp->count > 0",
   // ucp_proto_am_zcopy_completion), seen in test_ucx_failure. Unexpected eager
-  // messages stay bounded: the ring keeps at most its window of chunks in flight
-  // per link.
+  // messages: an eager send completes once written to the socket, so a node can
+  // run ahead of a neighbour that has not posted its receives yet by up to its
+  // first step's sends (which wait for no receive) — at most a segment of the
+  // buffer per link and operation, held in UCX's buffers until matched. Measured
+  // with 64 MiB allreduces on 2 nodes: 17-24 MiB private memory per daemon.
   bool eager_without_rdma = true;
 };
 

@@ -224,7 +224,7 @@ bool UcxTransport::progress() {
   // fragments (cancelling stops only unmatched receives), and that buffer was
   // handed back when cancel_all() reported the receive. The worker goes with
   // this transport.
-  if (closed_) return run_ready();
+  if (cancelled_) return run_ready();
   const bool progressed = drain_worker() > 0;
   handle_lost_peers();
   reap_closing();

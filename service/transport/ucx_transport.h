@@ -145,7 +145,8 @@ class UcxTransport final : public Transport {
   std::deque<std::uint64_t> ready_;   // ops whose callbacks are due
   std::vector<int> newly_lost_;       // reported by UCX, not handled yet
   std::vector<void*> closing_;        // endpoint close requests in flight
-  std::optional<Status> closed_;      // set by cancel_all()
+  std::optional<Status> closed_;      // set by cancel_all() and disconnect()
+  bool cancelled_ = false;            // cancel_all(): UCX is never progressed again
 };
 
 }  // namespace ringsync::service::transport

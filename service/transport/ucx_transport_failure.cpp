@@ -52,6 +52,7 @@ void UcxTransport::handle_lost_peers() {
 
 void UcxTransport::cancel_all(const Status& why) {
   if (!closed_) closed_ = why;
+  cancelled_ = true;
   fail_ops([](const Op&) { return true; }, why);
   for (auto& peer : peers_) close_endpoint(*peer, /*force=*/true);
   drain_worker();
