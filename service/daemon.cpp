@@ -65,6 +65,7 @@ Status Daemon::start() {
     });
     if (!server.ok()) return server.status();
     metrics_server_ = std::move(server).value();
+    metrics_.start_gpu_sampling();  // ringsync_gpu_* from NVML; one info line without a GPU
   }
   RINGSYNC_RETURN_IF_ERROR(start_cluster());
   RINGSYNC_RETURN_IF_ERROR(write_ready_file());

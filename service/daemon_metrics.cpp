@@ -4,6 +4,7 @@
 
 #include "common/reduce.h"
 #include "common/version.h"
+#include "cuda/nvml_sampler.h"
 
 namespace ringsync::service {
 namespace {
@@ -83,10 +84,17 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       peers_lost(r.counter("ringsync_peers_lost_total",
                            "Times the ring was torn down because a node was lost or left.")),
       build_info(r.gauge("ringsync_build_info", "Build information; the value is always 1.",
-                         {"version", "kernel_isa"})) {
+                         {"version", "kernel_isa"})),
+      registry_(r) {
   registered_bytes.with({"host"}).set(0);
   ring_nodes.with().set(1);
   build_info.with({kVersion, reduce::kernel_isa()}).set(1);
+}
+
+DaemonMetrics::~DaemonMetrics() = default;
+
+void DaemonMetrics::start_gpu_sampling(std::chrono::milliseconds period) {
+  if (!gpu_sampler_) gpu_sampler_ = cuda::GpuSampler::start(registry_, period);
 }
 
 void DaemonMetrics::collective_done(wire::CollectiveKind kind, DType dtype,

@@ -1,6 +1,8 @@
 // The daemon's metric families (DESIGN.md "Metrics"), registered once.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -9,6 +11,10 @@
 #include "common/status.h"
 #include "common/wire.h"
 
+namespace ringsync::cuda {
+class GpuSampler;
+}
+
 namespace ringsync::service {
 
 // A status as a label value: "ok", "mismatch", "peer_lost", ...
@@ -16,6 +22,11 @@ std::string status_label(StatusCode code);
 
 struct DaemonMetrics {
   explicit DaemonMetrics(metrics::Registry& registry);
+  ~DaemonMetrics();
+
+  // Starts reading the GPU gauges (ringsync_gpu_*, cuda/nvml_sampler.h) from NVML every
+  // `period` on a thread of their own. Without NVML or a GPU: one info line, no series.
+  void start_gpu_sampling(std::chrono::milliseconds period = std::chrono::seconds(2));
 
   // A finished collective: its outcome, payload and timings.
   void collective_done(wire::CollectiveKind kind, DType dtype, std::string_view status,
@@ -45,6 +56,10 @@ struct DaemonMetrics {
   metrics::CounterFamily& cache_misses;
   metrics::CounterFamily& peers_lost;
   metrics::GaugeFamily& build_info;           // version, kernel_isa
+
+ private:
+  metrics::Registry& registry_;
+  std::unique_ptr<cuda::GpuSampler> gpu_sampler_;
 };
 
 }  // namespace ringsync::service
