@@ -21,6 +21,14 @@ const char* collective_kind_name(CollectiveKind kind) {
   return "invalid";
 }
 
+const char* memory_name(Memory memory) {
+  switch (memory) {
+    case Memory::kHost: return "host";
+    case Memory::kDevice: return "device";
+  }
+  return "invalid";
+}
+
 namespace {
 
 constexpr std::uint8_t kMaxStatusCode = static_cast<std::uint8_t>(StatusCode::kInternal);
@@ -31,6 +39,18 @@ BufferRef from_fb(const fb::BufferRef* r) {
   return r ? BufferRef{r->buffer_id(), r->offset()} : BufferRef{};
 }
 std::string str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+template <std::size_t N>
+flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> bytes_of(flatbuffers::FlatBufferBuilder& b,
+                                                                const std::array<std::byte, N>& a) {
+  return b.CreateVector(reinterpret_cast<const std::uint8_t*>(a.data()), N);
+}
+
+bool all_zero(const DeviceUuid& uuid) {
+  for (std::byte b : uuid)
+    if (b != std::byte{0}) return false;
+  return true;
+}
 
 // The status a peer reported, or nullopt when its code is unknown.
 std::optional<Status> status_from(fb::StatusCode code, const flatbuffers::String* message) {
@@ -78,8 +98,28 @@ struct Encoder {
     return {fb::Body::Collective,
             fb::CreateCollective(b, m.request_id, static_cast<fb::CollectiveKind>(m.kind), name,
                                  static_cast<fb::DType>(m.dtype), static_cast<fb::ReduceOp>(m.op),
-                                 m.count, m.root, &send, &recv, m.staged)
+                                 m.count, m.root, &send, &recv, m.staged,
+                                 static_cast<fb::Memory>(m.memory))
                 .Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const RegisterDevice& m) {
+    auto handle = bytes_of(b, m.ipc_handle);
+    flatbuffers::Offset<flatbuffers::Vector<std::uint8_t>> uuid;
+    if (!all_zero(m.device_uuid)) uuid = bytes_of(b, m.device_uuid);
+    return {fb::Body::RegisterDevice,
+            fb::CreateRegisterDevice(b, m.request_id, m.allocation_id, handle, m.device, uuid,
+                                     m.bytes)
+                .Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const RegisterDeviceReply& m) {
+    auto msg = b.CreateString(m.status.message());
+    return {fb::Body::RegisterDeviceReply,
+            fb::CreateRegisterDeviceReply(b, m.request_id, to_fb(m.status.code()), msg,
+                                          m.allocation_id)
+                .Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const UnregisterDevice& m) {
+    return {fb::Body::UnregisterDevice, fb::CreateUnregisterDevice(b, m.allocation_id).Union()};
   }
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Completion& m) {
     auto msg = b.CreateString(m.status.message());
@@ -109,6 +149,31 @@ Result<Message> decode_collective(const fb::Collective& c) {
   m.send = from_fb(c.send());
   m.recv = from_fb(c.recv());
   m.staged = c.staged();
+  if (static_cast<std::uint8_t>(c.memory()) > static_cast<std::uint8_t>(Memory::kDevice))
+    return Status::ProtocolError("unknown memory kind " +
+                                 std::to_string(static_cast<int>(c.memory())));
+  m.memory = static_cast<Memory>(c.memory());
+  return Message(std::move(m));
+}
+
+Result<Message> decode_register_device(const fb::RegisterDevice& r) {
+  const auto* handle = r.ipc_handle();
+  if (!handle || handle->size() != kIpcHandleBytes)
+    return Status::ProtocolError(
+        "device registration with an IPC handle of " + std::to_string(handle ? handle->size() : 0) +
+        " bytes; a cudaIpcMemHandle_t has " + std::to_string(kIpcHandleBytes));
+  const auto* uuid = r.device_uuid();
+  if (uuid && uuid->size() != kDeviceUuidBytes)
+    return Status::ProtocolError("device registration with a device UUID of " +
+                                 std::to_string(uuid->size()) + " bytes; a UUID has " +
+                                 std::to_string(kDeviceUuidBytes));
+  RegisterDevice m;
+  m.request_id = r.request_id();
+  m.allocation_id = r.allocation_id();
+  std::memcpy(m.ipc_handle.data(), handle->data(), kIpcHandleBytes);
+  m.device = r.device();
+  if (uuid) std::memcpy(m.device_uuid.data(), uuid->data(), kDeviceUuidBytes);
+  m.bytes = r.bytes();
   return Message(std::move(m));
 }
 
@@ -200,6 +265,16 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       if (!status) return unknown_status(m->status());
       return Message(Completion{m->request_id(), *status});
     }
+    case fb::Body::RegisterDevice:
+      return decode_register_device(*frame->body_as_RegisterDevice());
+    case fb::Body::RegisterDeviceReply: {
+      const auto* m = frame->body_as_RegisterDeviceReply();
+      auto status = status_from(m->status(), m->message());
+      if (!status) return unknown_status(m->status());
+      return Message(RegisterDeviceReply{m->request_id(), *status, m->allocation_id()});
+    }
+    case fb::Body::UnregisterDevice:
+      return Message(UnregisterDevice{frame->body_as_UnregisterDevice()->allocation_id()});
     case fb::Body::NONE:
       break;
   }

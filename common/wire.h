@@ -2,6 +2,8 @@
 // encode() builds a length-prefixed frame, decode() verifies before reading.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -13,7 +15,10 @@
 
 namespace ringsync::wire {
 
-inline constexpr std::uint32_t kProtocolVersion = 1;
+// Version 2 added device buffers (RegisterDevice, Collective::memory). Both
+// sides insist on the same version in the hello, so a mixed pair fails there
+// with a message naming both versions.
+inline constexpr std::uint32_t kProtocolVersion = 2;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 // Hard upper bound for any control frame, whatever the configuration says.
 inline constexpr std::size_t kMaxFrameBytes = 1 << 20;
@@ -25,6 +30,17 @@ struct BufferRef {
   std::uint32_t buffer_id = 0;
   std::uint64_t offset = 0;
 };
+
+// What a Collective's BufferRefs name: shared buffers (AllocBuffer) or device
+// allocations (RegisterDevice).
+enum class Memory : std::uint8_t { kHost = 0, kDevice };
+const char* memory_name(Memory memory);  // "host", "device"
+
+// A cudaIpcMemHandle_t and a device UUID as bytes.
+inline constexpr std::size_t kIpcHandleBytes = 64;
+inline constexpr std::size_t kDeviceUuidBytes = 16;
+using IpcHandleBytes = std::array<std::byte, kIpcHandleBytes>;
+using DeviceUuid = std::array<std::byte, kDeviceUuidBytes>;
 
 struct Hello {
   std::uint32_t protocol_version = kProtocolVersion;
@@ -70,6 +86,29 @@ struct Collective {
   BufferRef send;
   BufferRef recv;
   bool staged = false;  // the client copied through a staging buffer
+  Memory memory = Memory::kHost;
+};
+
+// One CUDA allocation of the trainer, whole (base and size from
+// cuMemGetAddressRange), under an id the client chose.
+struct RegisterDevice {
+  std::uint64_t request_id = 0;
+  std::uint32_t allocation_id = 0;  // non-zero, unique on the connection
+  IpcHandleBytes ipc_handle{};      // of the allocation base
+  std::int32_t device = 0;          // ordinal in the trainer
+  DeviceUuid device_uuid{};         // all zero: unknown
+  std::uint64_t bytes = 0;
+};
+
+struct RegisterDeviceReply {
+  std::uint64_t request_id = 0;
+  Status status;
+  std::uint32_t allocation_id = 0;
+};
+
+// No reply: the daemon closes its mapping once no collective uses it.
+struct UnregisterDevice {
+  std::uint32_t allocation_id = 0;
 };
 
 struct Completion {
@@ -77,8 +116,8 @@ struct Completion {
   Status status;
 };
 
-using Message =
-    std::variant<Hello, HelloReply, AllocBuffer, AllocReply, FreeBuffer, Collective, Completion>;
+using Message = std::variant<Hello, HelloReply, AllocBuffer, AllocReply, FreeBuffer, Collective,
+                             Completion, RegisterDevice, RegisterDeviceReply, UnregisterDevice>;
 
 // One frame: 4-byte little-endian body length, then the FlatBuffers body.
 std::vector<std::uint8_t> encode(const Message& message);

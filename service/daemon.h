@@ -26,6 +26,8 @@
 
 namespace ringsync::service {
 
+class DeviceService;
+
 class Daemon {
  public:
   explicit Daemon(DaemonConfig config);
@@ -63,6 +65,8 @@ class Daemon {
   void on_collective(const std::shared_ptr<ClientSession>& session, wire::Collective request);
   Result<Submission> prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
                              wire::Collective request);
+  // GPU buffers (service/device_service.h), created on first use.
+  DeviceService& devices();
 
   // Running and answering collectives (daemon_collectives.cpp).
   void execute(PendingCollective collective);
@@ -87,6 +91,7 @@ class Daemon {
   WorkPool pool_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<cluster::ClusterNode> cluster_;  // multi-node jobs only
+  std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it
   std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;
   std::map<std::string, Job> jobs_;
   std::uint64_t next_session_id_ = 1;

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "service/daemon.h"
+#include "service/device_service.h"
 
 namespace ringsync::service {
 namespace asio = boost::asio;
@@ -47,14 +48,16 @@ void Daemon::execute(PendingCollective collective) {
     return;
   }
   const wire::Collective& first = collective.submissions.front().request;
-  LocalPlan plan;
-  plan.kind = first.kind;
-  plan.dtype = first.dtype;
-  plan.op = first.op;
-  plan.count = first.count;
-  plan.root = first.root;
-  for (const auto& s : collective.submissions) plan.ranks.push_back(s.where);
-  auto work = std::make_shared<LocalCollective>(std::move(plan), config_.reduce_chunk_bytes);
+  if (first.memory == wire::Memory::kDevice && payload_bytes(first, 1) > 0) {
+    devices().run_local(std::move(collective), [this, ready](PendingCollective& done,
+                                                            const Status& status) {
+      if (!status.ok())
+        RS_LOG(warn, "device") << "tensor '" << done.name << "': " << status.message();
+      finish(done, status, ready);
+    });
+    return;
+  }
+  auto work = std::make_shared<LocalCollective>(plan_of(collective), config_.reduce_chunk_bytes);
   if (work->pieces() == 0) {
     finish(collective, Status::Ok(), ready);
     return;
@@ -81,6 +84,14 @@ void Daemon::execute(PendingCollective collective) {
 
 void Daemon::finish(PendingCollective& collective, const Status& status,
                     Clock::time_point ready, std::size_t job_ranks) {
+  if (collective.staging && status.ok()) {
+    // GPU buffers of a multi-node job: the ring's result goes back to the GPUs first.
+    devices().stage_out(std::move(collective), [this, ready, job_ranks](PendingCollective& done,
+                                                                       const Status& copied) {
+      finish(done, copied, ready, job_ranks);
+    });
+    return;
+  }
   const wire::Collective& first = collective.submissions.front().request;
   const std::size_t ranks = job_ranks ? job_ranks : collective.submissions.size();
   metrics_.collective_done(first.kind, first.dtype, status_label(status.code()),

@@ -3,7 +3,9 @@
 
 #include "common/log.h"
 #include "common/version.h"
+#include "service/cluster/node_operation.h"
 #include "service/daemon.h"
+#include "service/device_service.h"
 
 namespace ringsync::service {
 
@@ -11,6 +13,15 @@ namespace {
 
 constexpr std::uint32_t kMaxLocalSize = 4096;
 constexpr std::size_t kMaxTensorName = 4096;
+
+// GPU buffers of a multi-node job reach the ring as one carrier rank per node
+// holding the staged data, the other local ranks without buffers
+// (DeviceStaging::host_contributions); NodeOperation says when it leaves such
+// ranks out.
+template <typename Operation>
+constexpr bool skips_empty_contributions() {
+  return requires { Operation::kSkipsEmptyContributions; };
+}
 
 bool overflows(std::uint64_t count, std::uint64_t elem, std::uint64_t factor = 1) {
   if (elem == 0 || count == 0) return false;
@@ -44,11 +55,22 @@ Status Daemon::on_message(const std::shared_ptr<ClientSession>& session, wire::M
         } else if constexpr (std::is_same_v<T, wire::Collective>) {
           on_collective(session, std::move(m));
           return Status::Ok();
+        } else if constexpr (std::is_same_v<T, wire::RegisterDevice>) {
+          devices().register_allocation(session, m);
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<T, wire::UnregisterDevice>) {
+          devices().unregister_allocation(*session, m.allocation_id);
+          return Status::Ok();
         } else {
           return Status::ProtocolError("a client may not send a reply message");
         }
       },
       message);
+}
+
+DeviceService& Daemon::devices() {
+  if (!devices_) devices_ = std::make_shared<DeviceService>(io_, pool_, metrics_, cuda_backend());
+  return *devices_;
 }
 
 Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wire::Hello& hello) {
@@ -158,26 +180,46 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
     case wire::CollectiveKind::kAllgather: recv_bytes = send_bytes * ranks; break;
     case wire::CollectiveKind::kBarrier: send_bytes = recv_bytes = 0; break;
   }
-  auto send = session->buffers.resolve(request.send, send_bytes, "send");
-  if (!send.ok()) return send.status();
-  auto recv = session->buffers.resolve(request.recv, recv_bytes, "receive");
-  if (!recv.ok()) return recv.status();
+  Submission s;
+  ResolvedBuffer send, recv;
+  if (request.memory == wire::Memory::kDevice) {
+    auto send_device = session->devices.resolve(request.send, send_bytes, "send");
+    if (!send_device.ok()) return send_device.status();
+    auto recv_device = session->devices.resolve(request.recv, recv_bytes, "receive");
+    if (!recv_device.ok()) return recv_device.status();
+    if (send_device->data && recv_device->data && send_device->device != recv_device->device)
+      return Status::InvalidArgument("tensor '" + request.name + "': the send buffer is on GPU " +
+                                     std::to_string(send_device->device) +
+                                     " and the receive buffer on GPU " +
+                                     std::to_string(recv_device->device));
+    send.data = send_device->data;
+    recv.data = recv_device->data;
+    s.device = recv_device->device;
+    for (auto* d : {&*send_device, &*recv_device})
+      if (d->keepalive) s.device_keepalive.push_back(std::move(d->keepalive));
+  } else {
+    auto send_host = session->buffers.resolve(request.send, send_bytes, "send");
+    if (!send_host.ok()) return send_host.status();
+    auto recv_host = session->buffers.resolve(request.recv, recv_bytes, "receive");
+    if (!recv_host.ok()) return recv_host.status();
+    send = std::move(send_host).value();
+    recv = std::move(recv_host).value();
+  }
   const bool in_place_allgather = request.kind == wire::CollectiveKind::kAllgather &&
-                                  send->data == recv->data + global_rank * send_bytes;
+                                  send.data == recv.data + global_rank * send_bytes;
   // In place means send == recv, except for allgather, where it means send is
   // this rank's own slot of recv. Any other overlap would read data already
   // overwritten by another rank's contribution.
   const bool in_place = request.kind == wire::CollectiveKind::kAllgather
                             ? in_place_allgather
-                            : send->data == recv->data;
-  if (!in_place && partially_overlap(send->data, send_bytes, recv->data, recv_bytes))
+                            : send.data == recv.data;
+  if (!in_place && partially_overlap(send.data, send_bytes, recv.data, recv_bytes))
     return Status::InvalidArgument("send and receive ranges of tensor '" + request.name +
                                    "' overlap without being in place");
-  Submission s;
   s.local_rank = rank;
-  s.where = Contribution{send->data, recv->data};
-  if (send->keepalive) s.keepalive.push_back(std::move(send->keepalive));
-  if (recv->keepalive) s.keepalive.push_back(std::move(recv->keepalive));
+  s.where = Contribution{send.data, recv.data};
+  if (send.keepalive) s.keepalive.push_back(std::move(send.keepalive));
+  if (recv.keepalive) s.keepalive.push_back(std::move(recv.keepalive));
   s.submitted = Clock::now();
   std::weak_ptr<ClientSession> weak = session;
   const std::uint64_t request_id = request.request_id;
@@ -210,11 +252,39 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
                                       : "invalid_argument");
   if (!ready->has_value()) return;
   observe_rank_wait(**ready);
-  if (cluster_) {
-    cluster_->local_ready(std::move(**ready));
-  } else {
+  if (!cluster_) {
     execute(std::move(**ready));
+    return;
   }
+  const wire::Collective& first = (*ready)->submissions.front().request;
+  // Nothing to stage for an empty GPU collective: it goes around as host data,
+  // so it needs no GPU on this node either.
+  if (first.memory != wire::Memory::kDevice || first.count == 0 ||
+      first.kind == wire::CollectiveKind::kBarrier) {
+    cluster_->local_ready(std::move(**ready));
+    return;
+  }
+  // GPU buffers go around the ring through host memory: staged first.
+  if constexpr (!skips_empty_contributions<cluster::NodeOperation>()) {
+    return fail(**ready,
+                Status::InvalidArgument("tensor '" + (*ready)->name +
+                                        "': GPU buffers in multi-node jobs need a ringsyncd "
+                                        "whose ring path accepts staged GPU data; pass host "
+                                        "memory, or run one node"),
+                "device");
+  }
+  Status agreed = check_agreement(**ready);
+  if (!agreed.ok()) {
+    RS_LOG(warn, "collective") << agreed.message();
+    fail(**ready, agreed, "mismatch");
+    return;
+  }
+  const NodeShape shape{cluster_->node_rank(), cluster_->num_nodes(), cluster_->slots()};
+  devices().stage_in(std::move(**ready), shape, [this](PendingCollective& staged, const Status& s) {
+    if (!s.ok()) return fail(staged, s, "device");
+    if (!cluster_) return fail(staged, Status::Closed("ringsyncd is shutting down"), "shutdown");
+    cluster_->local_ready(std::move(staged));
+  });
 }
 
 void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
@@ -223,6 +293,7 @@ void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
   metrics_.clients.with().set(static_cast<double>(sessions_.size()));
   metrics_.registered_bytes.with({"host"}).dec(static_cast<double>(session->buffers.total_bytes()));
   session->buffers.clear();
+  if (devices_) devices_->forget(*session);
   session->close_after_flush();
   if (!session->membership) return;
   const auto& who = *session->membership;

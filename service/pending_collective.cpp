@@ -18,6 +18,18 @@ std::vector<std::uint32_t> PendingCollective::present_ranks() const {
   return ranks;
 }
 
+LocalPlan plan_of(const PendingCollective& collective) {
+  const wire::Collective& first = collective.submissions.front().request;
+  LocalPlan plan;
+  plan.kind = first.kind;
+  plan.dtype = first.dtype;
+  plan.op = first.op;
+  plan.count = first.count;
+  plan.root = first.root;
+  for (const auto& s : collective.submissions) plan.ranks.push_back(s.where);
+  return plan;
+}
+
 std::string rank_list(const std::vector<std::uint32_t>& ranks) {
   std::string out;
   for (auto r : ranks) {
@@ -58,6 +70,10 @@ Status check_agreement(const PendingCollective& p) {
     // Different collectives under one name: the other fields mean nothing.
   } else {
     const auto kind = p.submissions.front().request.kind;
+    // One kind of memory per collective: the node's data moves in one place.
+    compare_field(p, "memory", [](const wire::Collective& c) {
+      return std::string(wire::memory_name(c.memory));
+    }, problems);
     if (kind != wire::CollectiveKind::kBarrier) {
       compare_field(p, "dtype", [](const wire::Collective& c) {
         return std::string(dtype_name(c.dtype));

@@ -20,11 +20,16 @@ namespace ringsync::service {
 
 using Clock = std::chrono::steady_clock;
 
+class DeviceMapping;
+class DeviceStaging;
+
 struct Submission {
   std::uint32_t local_rank = 0;
-  wire::Collective request;
-  Contribution where;
+  wire::Collective request;  // request.memory: host or GPU buffers
+  Contribution where;        // GPU buffers: device addresses in the daemon
+  int device = -1;           // GPU buffers: the device of the receive buffer
   std::vector<std::shared_ptr<shm::Region>> keepalive;  // buffers stay mapped until done
+  std::vector<std::shared_ptr<const DeviceMapping>> device_keepalive;
   Clock::time_point submitted;
   std::function<void(const Status&)> complete;  // answers the client, if still connected
 };
@@ -37,16 +42,22 @@ struct PendingCollective {
   std::vector<bool> present;            // indexed by local rank
   Clock::time_point first_submit;
   bool stall_reported = false;
+  // GPU buffers of a multi-node job, from DeviceService::stage_in until stage_out.
+  std::shared_ptr<DeviceStaging> staging;
 
   bool ready() const { return submissions.size() == present.size(); }
   std::vector<std::uint32_t> missing_ranks() const;
   std::vector<std::uint32_t> present_ranks() const;
 };
 
-// Ok when every submission agrees on kind, dtype, count, op (allreduce) and
-// root (broadcast); otherwise a Mismatch naming the tensor, the fields and
+// Ok when every submission agrees on kind, memory (host or GPU), dtype, count,
+// op (allreduce) and root (broadcast); otherwise a Mismatch naming the tensor, the fields and
 // which ranks said what.
 Status check_agreement(const PendingCollective& pending);
+
+// The data movement of a ready collective: its shape and every rank's buffers
+// (submissions are by local rank once ready).
+LocalPlan plan_of(const PendingCollective& collective);
 
 // "0,2,5" — for messages.
 std::string rank_list(const std::vector<std::uint32_t>& ranks);

@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "common/wire.h"
 #include "service/buffer_table.h"
+#include "service/device_table.h"
 
 namespace ringsync::service {
 
@@ -53,6 +54,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   };
   std::optional<Membership> membership;
   BufferTable buffers;
+  DeviceTable devices;  // GPU allocations (DeviceService)
 
  private:
   struct Outgoing {

@@ -10,6 +10,7 @@
 
 #include "client/src/collective_call.h"
 #include "client/src/context.h"
+#include "client/src/device_memory.h"
 #include "client/src/env.h"
 #include "client/src/requests.h"
 #include "common/log.h"
@@ -269,6 +270,42 @@ void rs_request_free(rs_request_t* request) noexcept {
     delete request;
     return RS_SUCCESS;
   });
+}
+
+rs_status_t rs_register_device(rs_context_t* ctx, const void* ptr, size_t bytes) noexcept {
+  return guarded("rs_register_device", [&] {
+    if (!ctx) return invalid("rs_register_device", "ctx is NULL; connect with rs_connect() first");
+    return report(ctx->impl->register_device(ptr, bytes));
+  });
+}
+
+rs_status_t rs_unregister_device(rs_context_t* ctx, const void* ptr) noexcept {
+  return guarded("rs_unregister_device", [&] {
+    if (!ctx)
+      return invalid("rs_unregister_device", "ctx is NULL; pass the context it was registered on");
+    if (!ptr) return invalid("rs_unregister_device", "ptr is NULL");
+    return report(ctx->impl->unregister_device(ptr));
+  });
+}
+
+rs_status_t rs_set_device_stream(rs_context_t* ctx, void* stream) noexcept {
+  return guarded("rs_set_device_stream", [&] {
+    if (!ctx)
+      return invalid("rs_set_device_stream", "ctx is NULL; connect with rs_connect() first");
+    ctx->impl->set_device_stream(stream);
+    return RS_SUCCESS;
+  });
+}
+
+int rs_is_device_pointer(const void* ptr) noexcept {
+  int answer = -1;
+  const rs_status_t status = guarded("rs_is_device_pointer", [&] {
+    auto found = ringsync::client::cuda_driver()->locate(ptr);
+    if (!found.ok()) return report(found.status());
+    answer = found->has_value() ? 1 : 0;
+    return RS_SUCCESS;
+  });
+  return status == RS_SUCCESS ? answer : -1;
 }
 
 rs_status_t rs_allreduce(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf,

@@ -22,6 +22,19 @@ bool reads_send(const CollectiveCall& call, int rank) {
   return false;
 }
 
+wire::Collective to_message(const CollectiveCall& call, std::uint64_t request_id) {
+  wire::Collective message;
+  message.request_id = request_id;
+  message.kind = call.kind;
+  message.name = call.name;
+  message.dtype = static_cast<DType>(call.kind == wire::CollectiveKind::kBarrier ? 0 : call.dtype);
+  message.op = static_cast<ReduceOp>(call.kind == wire::CollectiveKind::kAllreduce ? call.op : 0);
+  message.count = call.count;
+  message.root =
+      static_cast<std::uint32_t>(call.kind == wire::CollectiveKind::kBroadcast ? call.root : 0);
+  return message;
+}
+
 Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
   const std::string what = kind_name(call);
   if (!call.name)

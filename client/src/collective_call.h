@@ -33,6 +33,9 @@ struct CallBytes {
 // Whether this rank's sendbuf is read (everything but a non-root broadcast's and a barrier's).
 bool reads_send(const CollectiveCall& call, int rank);
 
+// The message for a validated call, without its buffers.
+wire::Collective to_message(const CollectiveCall& call, std::uint64_t request_id);
+
 // Checks name, dtype, op, root, NULL buffers and size overflow for a rank of a
 // job of `size` local ranks. Errors are kInvalidArgument and say what to fix.
 Result<CallBytes> validate(const CollectiveCall& call, int rank, int size);

@@ -25,7 +25,8 @@ Status handshake_failure(const Status& why, const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<Context>> Context::connect(const Settings& settings) {
+Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
+                                                  std::shared_ptr<DeviceMemory> device) {
   auto connection = Connection::open(settings.socket_path, settings.connect_timeout);
   if (!connection.ok()) return connection.status();
   Connection& conn = **connection;
@@ -55,17 +56,18 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings) {
                           << " of job '" << settings.job_id << "' connected to ringsyncd "
                           << reply->daemon_version << " at " << settings.socket_path;
   auto context = std::unique_ptr<Context>(
-      new Context(settings, std::move(*connection), reply->daemon_version));
+      new Context(settings, std::move(*connection), reply->daemon_version, std::move(device)));
   context->node_rank_ = static_cast<int>(reply->node_rank);
   context->num_nodes_ = static_cast<int>(reply->num_nodes);
   return context;
 }
 
 Context::Context(Settings settings, std::unique_ptr<Connection> connection,
-                 std::string daemon_version)
+                 std::string daemon_version, std::shared_ptr<DeviceMemory> device)
     : settings_(std::move(settings)),
       connection_(std::move(connection)),
-      daemon_version_(std::move(daemon_version)) {
+      daemon_version_(std::move(daemon_version)),
+      device_(std::move(device)) {
   receiver_ = std::thread([this] { receive_loop(); });
 }
 
@@ -132,6 +134,8 @@ Result<StagingBuffer> Context::acquire_staging(std::size_t bytes) {
 void Context::release(PendingCollective& pending) {
   for (std::uint32_t id : pending.pinned) buffers_.unpin(id);
   pending.pinned.clear();
+  for (std::uint32_t id : pending.device_pinned) devices_.unpin(id);
+  pending.device_pinned.clear();
   if (!pending.staging) return;
   auto surplus = pool_.give_back(std::move(*pending.staging));
   pending.staging.reset();
@@ -148,6 +152,10 @@ Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call
     std::lock_guard lock(mu_);
     if (closed_) return *closed_;
   }
+  auto device = locate_device(call, *bytes);
+  if (!device.ok()) return device.status();
+  if (device->has_value()) return submit_device(call, **device);
+
   auto placement = place(call, *bytes, rank(),
                          [this](const void* p, std::size_t n) { return buffers_.find(p, n); });
   if (!placement.ok()) return placement.status();
@@ -163,15 +171,7 @@ Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call
   const std::uint32_t staging_id = pending.staging ? pending.staging->buffer_id : 0;
   apply_copy_in(where, pending.staging ? pending.staging->region.data() : nullptr);
 
-  wire::Collective message;
-  message.request_id = next_request_id_++;
-  message.kind = call.kind;
-  message.name = call.name;
-  message.dtype = static_cast<DType>(call.kind == wire::CollectiveKind::kBarrier ? 0 : call.dtype);
-  message.op = static_cast<ReduceOp>(call.kind == wire::CollectiveKind::kAllreduce ? call.op : 0);
-  message.count = call.count;
-  message.root =
-      static_cast<std::uint32_t>(call.kind == wire::CollectiveKind::kBroadcast ? call.root : 0);
+  wire::Collective message = to_message(call, next_request_id_++);
   message.send = buffer_ref(where.send, staging_id);
   message.recv = buffer_ref(where.recv, staging_id);
   message.staged = where.staged();
@@ -183,6 +183,11 @@ Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call
     buffers_.pin(id);
     pending.pinned.push_back(id);
   }
+  return send_collective(std::move(message), std::move(pending));
+}
+
+Result<std::shared_ptr<RequestState>> Context::send_collective(wire::Collective message,
+                                                               PendingCollective pending) {
   pending.state = std::make_shared<RequestState>(message.request_id);
   auto state = pending.state;
   {
@@ -229,6 +234,8 @@ void Context::receive_loop() {
 Status Context::dispatch(wire::Message& message) {
   if (const auto* reply = std::get_if<wire::AllocReply>(&message)) return on_alloc_reply(*reply);
   if (const auto* done = std::get_if<wire::Completion>(&message)) return on_completion(*done);
+  if (const auto* registered = std::get_if<wire::RegisterDeviceReply>(&message))
+    return on_register_reply(*registered);
   return Status::ProtocolError("ringsyncd sent a message a client never expects (type index " +
                                std::to_string(message.index()) + ")");
 }
@@ -316,6 +323,10 @@ void Context::finish(const Status& why) {
     orphans.swap(pending_);
     for (auto& [id, pending] : orphans) {
       if (auto* wait = std::get_if<std::shared_ptr<PendingAlloc>>(&pending)) {
+        (*wait)->result = reason;
+        (*wait)->done = true;
+      }
+      if (auto* wait = std::get_if<std::shared_ptr<PendingRegistration>>(&pending)) {
         (*wait)->result = reason;
         (*wait)->done = true;
       }

@@ -1,5 +1,6 @@
 // One connection of a trainer to its ringsyncd: the handshake, the receiver
-// thread that completes requests, shared buffers and the staging pool.
+// thread that completes requests, shared buffers, the staging pool and the
+// registered GPU allocations (context_device.cpp).
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,8 @@
 #include "client/src/buffers.h"
 #include "client/src/collective_call.h"
 #include "client/src/connection.h"
+#include "client/src/device_memory.h"
+#include "client/src/device_registry.h"
 #include "client/src/env.h"
 #include "client/src/placement.h"
 #include "client/src/requests.h"
@@ -27,8 +30,10 @@ namespace ringsync::client {
 class Context {
  public:
   // Connects, says hello and starts the receiver thread. The daemon's refusal
-  // comes back as its status and message.
-  static Result<std::unique_ptr<Context>> connect(const Settings& settings);
+  // comes back as its status and message. `device` tells GPU pointers apart
+  // (tests pass a fake one).
+  static Result<std::unique_ptr<Context>> connect(
+      const Settings& settings, std::shared_ptr<DeviceMemory> device = cuda_driver());
 
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -54,6 +59,16 @@ class Context {
   // The returned state completes when the daemon answers or the connection ends.
   Result<std::shared_ptr<RequestState>> submit(const CollectiveCall& call);
 
+  // Registers the GPU allocation holding [ptr, ptr + bytes) with the daemon now
+  // (collectives register on first use otherwise). Ok when it is registered already.
+  Status register_device(const void* ptr, std::size_t bytes);
+  // Forgets the registration of the allocation holding ptr; the daemon unmaps it
+  // once no collective uses it.
+  Status unregister_device(const void* ptr);
+  // Which device work a collective on GPU memory waits for before it is sent:
+  // `stream`'s, or (nullptr) all of the buffer's context.
+  void set_device_stream(void* stream) { device_stream_.store(stream); }
+
   // For tests: idle staging buffers kept for reuse.
   std::size_t idle_staging_buffers() const { return pool_.idle_count(); }
 
@@ -67,20 +82,48 @@ class Context {
     bool done = false;
     std::optional<Result<IssuedBuffer>> result;
   };
+  struct PendingRegistration {
+    bool done = false;
+    Status result;
+  };
   struct PendingCollective {
     std::shared_ptr<RequestState> state;
     Placement placement;
     std::optional<StagingBuffer> staging;
-    std::vector<std::uint32_t> pinned;  // shared buffers the request uses
+    std::vector<std::uint32_t> pinned;         // shared buffers the request uses
+    std::vector<std::uint32_t> device_pinned;  // GPU allocations it uses
   };
-  using Pending = std::variant<PendingCollective, std::shared_ptr<PendingAlloc>>;
+  using Pending = std::variant<PendingCollective, std::shared_ptr<PendingAlloc>,
+                               std::shared_ptr<PendingRegistration>>;
+  // A collective's GPU buffers, located (context_device.cpp).
+  struct DeviceBuffers {
+    std::optional<DeviceAllocation> send;  // absent when the send buffer is not read
+    DeviceAllocation recv;
+  };
 
-  Context(Settings settings, std::unique_ptr<Connection> connection, std::string daemon_version);
+  Context(Settings settings, std::unique_ptr<Connection> connection, std::string daemon_version,
+          std::shared_ptr<DeviceMemory> device);
 
   Result<IssuedBuffer> allocate_buffer(std::size_t bytes);
   Result<StagingBuffer> acquire_staging(std::size_t bytes);
   // Unpins the request's buffers and returns its staging buffer to the pool.
   void release(PendingCollective& pending);
+  // Registers the request and sends the collective (both memory paths).
+  Result<std::shared_ptr<RequestState>> send_collective(wire::Collective message,
+                                                        PendingCollective pending);
+
+  // GPU buffers (context_device.cpp).
+  // nullopt when the call's buffers are host memory; an error when they mix
+  // host and GPU memory or the GPU memory cannot be used.
+  Result<std::optional<DeviceBuffers>> locate_device(const CollectiveCall& call,
+                                                     const CallBytes& bytes);
+  Result<std::shared_ptr<RequestState>> submit_device(const CollectiveCall& call,
+                                                      const DeviceBuffers& buffers);
+  // The id of `allocation` at the daemon, registering it first if needed.
+  Result<std::uint32_t> registered_id(const DeviceAllocation& allocation);
+  Status send_registration(std::uint32_t id, const DeviceAllocation& allocation);
+  Status on_register_reply(const wire::RegisterDeviceReply& reply);
+  void send_unregister(std::uint32_t id);
   // Best effort: tells the daemon a buffer is no longer used.
   void send_free(std::uint32_t buffer_id);
 
@@ -101,10 +144,14 @@ class Context {
   int num_nodes_ = 1;
   SharedBuffers buffers_;
   StagingPool pool_;
+  const std::shared_ptr<DeviceMemory> device_;
+  DeviceRegistry devices_;
+  std::mutex register_mu_;  // one registration round trip at a time
+  std::atomic<void*> device_stream_{nullptr};
   std::atomic<std::uint64_t> next_request_id_{1};
 
   std::mutex mu_;
-  std::condition_variable alloc_cv_;
+  std::condition_variable alloc_cv_;  // allocations and registrations answered
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::optional<Status> closed_;  // set once: why no more requests are accepted
 

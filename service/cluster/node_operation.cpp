@@ -58,10 +58,12 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
       std::size_t offset = 0;
       for (std::size_t t = 0; t < tensors.size(); ++t) {
         std::vector<const std::byte*> srcs;
-        for (const auto& c : tensors[t]) srcs.push_back(c.send);
-        add(gather_, base + offset * elem_, srcs, counts[t]);
         for (const auto& c : tensors[t])
-          if (c.recv != base + offset * elem_) add(scatter_, c.recv, {base + offset * elem_}, counts[t]);
+          if (c.send != nullptr) srcs.push_back(c.send);
+        if (!srcs.empty()) add(gather_, base + offset * elem_, srcs, counts[t]);
+        for (const auto& c : tensors[t])
+          if (c.recv != nullptr && c.recv != base + offset * elem_)
+            add(scatter_, c.recv, {base + offset * elem_}, counts[t]);
         offset += counts[t];
       }
       break;
@@ -70,20 +72,21 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
       if (tensors.empty()) break;
       const std::uint32_t root_node = shape.root / shape.local_size;
       const std::uint32_t root_local = shape.root % shape.local_size;
-      if (root_node == shape.node_rank)
+      if (root_node == shape.node_rank && tensors[0][root_local].send != nullptr)
         add(gather_, base, {tensors[0][root_local].send}, first_count);
       for (const auto& c : tensors[0])
-        if (c.recv != base) add(scatter_, c.recv, {base}, first_count);
+        if (c.recv != nullptr && c.recv != base) add(scatter_, c.recv, {base}, first_count);
       break;
     }
     case wire::CollectiveKind::kAllgather: {
       if (tensors.empty()) break;
       for (std::size_t r = 0; r < tensors[0].size(); ++r) {
         const std::size_t slot = static_cast<std::size_t>(shape.node_rank) * L + r;
-        add(gather_, base + slot * first_count * elem_, {tensors[0][r].send}, first_count);
+        if (tensors[0][r].send != nullptr)
+          add(gather_, base + slot * first_count * elem_, {tensors[0][r].send}, first_count);
       }
       for (const auto& c : tensors[0])
-        if (c.recv != base) add(scatter_, c.recv, {base}, buffer_count_);
+        if (c.recv != nullptr && c.recv != base) add(scatter_, c.recv, {base}, buffer_count_);
       break;
     }
     case wire::CollectiveKind::kBarrier: break;

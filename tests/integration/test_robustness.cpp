@@ -13,65 +13,13 @@
 
 #include "common/wire.h"
 #include "daemon_fixture.h"
+#include "raw_client.h"
 
 using namespace ringsync;
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-class RawClient {
- public:
-  explicit RawClient(const std::string& path) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    timeval tv{10, 0};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  }
-  ~RawClient() { ::close(fd_); }
-  bool connected() const { return connected_; }
-  void send_bytes(const std::vector<std::uint8_t>& bytes) {
-    ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  }
-  void send(const wire::Message& m) { send_bytes(wire::encode(m)); }
-  // The next message, or nullopt when the daemon closed the connection (or 10 s passed).
-  std::optional<wire::Message> receive() {
-    std::uint8_t header[4];
-    if (!read_exact(header, 4)) return std::nullopt;
-    auto len = wire::frame_length(std::span<const std::uint8_t, 4>(header, 4), wire::kMaxFrameBytes);
-    if (!len.ok()) return std::nullopt;
-    std::vector<std::uint8_t> body(*len);
-    if (!read_exact(body.data(), body.size())) return std::nullopt;
-    auto m = wire::decode(body);
-    if (!m.ok()) return std::nullopt;
-    return *m;
-  }
-  // True when the daemon closed the connection (EOF) within 10 s.
-  bool closed_by_peer() {
-    char c;
-    for (;;) {
-      const ssize_t n = ::recv(fd_, &c, 1, 0);
-      if (n == 0) return true;
-      if (n < 0) return errno == ECONNRESET;
-    }
-  }
-
- private:
-  bool read_exact(std::uint8_t* p, std::size_t n) {
-    while (n > 0) {
-      const ssize_t got = ::recv(fd_, p, n, 0);
-      if (got <= 0) return false;
-      p += got;
-      n -= static_cast<std::size_t>(got);
-    }
-    return true;
-  }
-  int fd_ = -1;
-  bool connected_ = false;
-};
 
 // A healthy exchange: hello accepted, a one-rank barrier completes.
 void expect_daemon_serves(DaemonFixture& daemon, const std::string& job) {

@@ -11,6 +11,8 @@
  * trainer and daemon. Any other host pointer works too; it is staged through a
  * shared buffer that the request borrows from a per-connection pool (one copy in
  * before the collective, one copy out before the request reports completion).
+ * GPU memory (cudaMalloc) works as well, with no copies through the trainer: see
+ * "GPU buffers" below.
  *
  * Threads: one rs_context_t may be used from several threads at once. Waiting
  * blocks the calling thread without spinning.
@@ -162,10 +164,68 @@ RINGSYNC_API rs_status_t rs_wait_timeout(rs_request_t* request, int timeout_ms) 
  * request is freed. */
 RINGSYNC_API rs_status_t rs_test(rs_request_t* request) RINGSYNC_NOEXCEPT;
 
-/* Abandons a request without waiting; its buffers must not be reused until the daemon
- * has answered (wait on a later collective or barrier). The result of a staged
- * request (plain host memory) is discarded. request may be NULL. */
+/* Abandons a request without waiting. Until the collective has finished on every
+ * node the daemon may still read its send buffer and write its receive buffer (a
+ * buffer from rs_alloc() can carry the whole ring transfer); a later collective or
+ * barrier completing does not prove it has, as operations overlap. So abandon only
+ * requests whose buffers you leave alone until rs_disconnect(). The result of a
+ * staged request (plain host memory) is discarded. request may be NULL. */
 RINGSYNC_API void rs_request_free(rs_request_t* request) RINGSYNC_NOEXCEPT;
+
+/* GPU buffers. The collectives above also take pointers into GPU memory from
+ * cudaMalloc (a PyTorch CUDA tensor's data_ptr() with the default allocator).
+ * They are recognised through the CUDA driver the process has loaded already;
+ * libringsync links no CUDA library, and in a process without one every pointer
+ * is host memory. A rank passes its send and receive buffers both on the GPU or
+ * both on the host, and the local ranks of a collective all pass the same kind
+ * (RS_MISMATCH otherwise). The allocation holding a buffer is registered with
+ * the daemon on first use (one round trip; the daemon maps it with CUDA IPC) and
+ * stays registered until rs_unregister_device() or rs_disconnect(). Memory from
+ * the CUDA virtual memory API or a memory pool (cudaMallocAsync, PyTorch's
+ * expandable segments) cannot be shared that way: RS_INVALID_ARGUMENT.
+ *
+ * Stream semantics: the library synchronizes. Submitting a collective on GPU
+ * memory first waits until the device work queued so far is finished: all work
+ * of the buffer's CUDA context (cuCtxSynchronize), or only that of the stream
+ * given to rs_set_device_stream(). So the caller needs no synchronization of its
+ * own before the call. From submission until the request completes, the caller
+ * must not write the buffers (nor read recvbuf); at completion the daemon's
+ * device work is finished, and any later kernel sees the results.
+ *
+ * A daemon that cannot use a GPU (built without CUDA, no device visible to it)
+ * refuses the registration: the collective fails with RS_INVALID_ARGUMENT and a
+ * message saying why, and the connection stays usable for host memory.
+ */
+
+/* Registers the GPU allocation holding [ptr, ptr + bytes) now instead of at its
+ * first collective, so that the round trip is paid up front and a refusal shows
+ * early. RS_SUCCESS when it is registered already. RS_INVALID_ARGUMENT for host
+ * memory, memory CUDA IPC cannot share, or a daemon without GPU support (the
+ * message says which). */
+RINGSYNC_API rs_status_t rs_register_device(rs_context_t* ctx, const void* ptr,
+                                            size_t bytes) RINGSYNC_NOEXCEPT;
+
+/* Forgets the registration of the GPU allocation holding ptr and tells the daemon,
+ * without waiting for it: the daemon unmaps the allocation after it reads the
+ * message and once no collective uses it. Call it before cudaFree() of memory
+ * that collectives used: while the daemon's mapping is open, CUDA keeps the
+ * memory allocated even after cudaFree() (until the library finds other memory
+ * at that address, or rs_disconnect()). RS_INVALID_ARGUMENT when no registered
+ * allocation holds ptr or a pending request uses it. */
+RINGSYNC_API rs_status_t rs_unregister_device(rs_context_t* ctx,
+                                              const void* ptr) RINGSYNC_NOEXCEPT;
+
+/* What a collective on GPU memory waits for before it is submitted: the work
+ * queued so far on `stream` (a cudaStream_t, e.g. PyTorch's
+ * torch.cuda.current_stream().cuda_stream) when the caller writes its buffers on
+ * that stream only, or, for NULL (the default), all work of the buffer's context.
+ * Applies to later submissions on ctx from every thread. */
+RINGSYNC_API rs_status_t rs_set_device_stream(rs_context_t* ctx, void* stream) RINGSYNC_NOEXCEPT;
+
+/* 1 when ptr points into GPU memory collectives would register (cudaMalloc), 0
+ * for host memory (pinned and managed memory included, and every pointer of a
+ * process without the CUDA driver loaded), -1 on error (see rs_last_error()). */
+RINGSYNC_API int rs_is_device_pointer(const void* ptr) RINGSYNC_NOEXCEPT;
 
 /* Blocking forms: submit, then rs_wait(). */
 RINGSYNC_API rs_status_t rs_allreduce(rs_context_t* ctx, const char* name, const void* sendbuf,

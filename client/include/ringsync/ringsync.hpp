@@ -15,7 +15,8 @@
 //
 // Buffers are any contiguous sized range of a supported element type: std::vector,
 // std::array, std::span, ringsync::SharedBuffer. A range of another element type
-// is a compile error.
+// is a compile error. A std::span over GPU memory (cudaMalloc) works too; see
+// "GPU buffers" in ringsync.h for the stream semantics.
 //
 // Lifetimes: a Context owns its connection together with every SharedBuffer made
 // from it; the connection closes when the Context and all those buffers are gone.
@@ -220,6 +221,13 @@ class SharedBuffer {
   std::size_t size_ = 0;
 };
 
+// Whether ptr points into GPU memory collectives would register (rs_is_device_pointer).
+inline bool is_device_pointer(const void* ptr) {
+  const int answer = rs_is_device_pointer(ptr);
+  if (answer < 0) throw Error(RS_INVALID_ARGUMENT, rs_last_error());
+  return answer == 1;
+}
+
 // A connection to the node's ringsyncd (rs_connect / rs_disconnect). Move-only.
 class Context {
  public:
@@ -316,6 +324,16 @@ class Context {
     return Request(r);
   }
   void barrier(const std::string& name) { barrier_async(name).wait(); }
+
+  // GPU memory (see ringsync.h): register the allocation holding `data` up front,
+  // forget it (before cudaFree), and choose the stream submissions wait for.
+  template <Tensor D>
+  void register_device(const D& data) {
+    detail::check(rs_register_device(ctx_.get(), std::ranges::data(data),
+                                     std::ranges::size(data) * sizeof(element_t<D>)));
+  }
+  void unregister_device(const void* ptr) { detail::check(rs_unregister_device(ctx_.get(), ptr)); }
+  void set_device_stream(void* stream) { detail::check(rs_set_device_stream(ctx_.get(), stream)); }
 
  private:
   template <typename S, typename R>

@@ -1,0 +1,287 @@
+// The multi-node GPU path (DeviceStaging) over host memory posing as device
+// memory, for N nodes of L local ranks: stage_in, the ring emulated over
+// what host_contributions() hands the ring path, stage_out; every rank's
+// output must be what one big collective over all N*L inputs gives.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "host_device_backend.h"
+#include "service/cluster/node_operation.h"
+#include "service/device_staging.h"
+
+using namespace ringsync;
+using namespace ringsync::service;
+using ringsync::test::HostDeviceBackend;
+
+namespace {
+
+using Ints = std::vector<std::int32_t>;
+
+// Whether NodeOperation leaves out local ranks without buffers (what the
+// staged path hands it); the end-to-end case below runs once it does.
+template <typename Operation>
+constexpr bool skips_empty_contributions() {
+  return requires { Operation::kSkipsEmptyContributions; };
+}
+
+struct Node {
+  std::vector<Ints> send, recv;  // "device" buffers, by local rank
+  std::unique_ptr<DeviceStaging> staging;
+  std::vector<Contribution> host;
+};
+
+struct Cluster {
+  wire::CollectiveKind kind;
+  ReduceOp op = ReduceOp::kSum;
+  std::uint32_t root = 0;
+  std::size_t nodes, local, count;
+  std::vector<Node> node;
+  HostDeviceBackend backend;
+
+  Cluster(wire::CollectiveKind k, std::size_t n, std::size_t l, std::size_t c,
+          ReduceOp o = ReduceOp::kSum, std::uint32_t r = 0)
+      : kind(k), op(o), root(r), nodes(n), local(l), count(c), node(n) {
+    const std::size_t out =
+        kind == wire::CollectiveKind::kAllgather ? count * nodes * local : count;
+    std::mt19937 rng(static_cast<std::uint32_t>(n * 100 + l * 10 + c));
+    std::uniform_int_distribution<std::int32_t> dist(-1000, 1000);
+    for (std::size_t i = 0; i < nodes; ++i) {
+      node[i].send.assign(local, Ints(count));
+      node[i].recv.assign(local, Ints(out, -5));
+      for (auto& s : node[i].send)
+        for (auto& x : s) x = dist(rng);
+    }
+  }
+
+  LocalPlan plan(std::size_t n) {
+    LocalPlan p;
+    p.kind = kind;
+    p.dtype = DType::kI32;
+    p.op = op;
+    p.count = count;
+    p.root = root;
+    for (std::size_t r = 0; r < local; ++r)
+      p.ranks.push_back(Contribution{reinterpret_cast<const std::byte*>(node[n].send[r].data()),
+                                     reinterpret_cast<std::byte*>(node[n].recv[r].data())});
+    return p;
+  }
+
+  void stage_in() {
+    for (std::size_t n = 0; n < nodes; ++n) {
+      const NodeShape shape{static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(nodes),
+                            static_cast<std::uint32_t>(local)};
+      auto staging = DeviceStaging::create(plan(n), shape, backend);
+      REQUIRE(staging.ok());
+      node[n].staging = std::move(staging).value();
+      auto queue = backend.queue(0);
+      REQUIRE(node[n].staging->stage_in(**queue).ok());
+      node[n].host = node[n].staging->host_contributions();
+      REQUIRE(node[n].host.size() == local);
+    }
+  }
+
+  void stage_out() {
+    for (auto& n : node) {
+      auto queue = backend.queue(0);
+      REQUIRE(n.staging->stage_out(**queue).ok());
+    }
+  }
+
+  // What every rank's output must hold.
+  Ints expected() const {
+    Ints all;
+    switch (kind) {
+      case wire::CollectiveKind::kAllreduce: {
+        Ints out(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          std::int64_t acc = op == ReduceOp::kMax ? INT32_MIN : 0;
+          for (const auto& n : node)
+            for (const auto& s : n.send)
+              acc = op == ReduceOp::kMax ? std::max<std::int64_t>(acc, s[i]) : acc + s[i];
+          if (op == ReduceOp::kAvg) acc /= static_cast<std::int64_t>(nodes * local);
+          out[i] = static_cast<std::int32_t>(acc);
+        }
+        return out;
+      }
+      case wire::CollectiveKind::kBroadcast:
+        return node[root / local].send[root % local];
+      case wire::CollectiveKind::kAllgather:
+        for (const auto& n : node)
+          for (const auto& s : n.send) all.insert(all.end(), s.begin(), s.end());
+        return all;
+      case wire::CollectiveKind::kBarrier:
+        break;
+    }
+    return all;
+  }
+
+  // The ring's effect on per-node host buffers of `elements` int32s: what each
+  // node holds after the ring, given what it held before.
+  void ring(std::vector<std::int32_t*> buffers, std::size_t elements) const {
+    switch (kind) {
+      case wire::CollectiveKind::kAllreduce:
+        for (std::size_t i = 0; i < elements; ++i) {
+          std::int64_t acc = op == ReduceOp::kMax ? INT32_MIN : 0;
+          for (auto* b : buffers)
+            acc = op == ReduceOp::kMax ? std::max<std::int64_t>(acc, b[i]) : acc + b[i];
+          if (op == ReduceOp::kAvg) acc /= static_cast<std::int64_t>(nodes * local);
+          for (auto* b : buffers) b[i] = static_cast<std::int32_t>(acc);
+        }
+        break;
+      case wire::CollectiveKind::kBroadcast:
+        for (auto* b : buffers)
+          std::copy(buffers[root / local], buffers[root / local] + elements, b);
+        break;
+      case wire::CollectiveKind::kAllgather: {
+        const std::size_t segment = elements / nodes;  // node n owns segment n
+        for (std::size_t n = 0; n < nodes; ++n)
+          for (auto* b : buffers)
+            std::copy(buffers[n] + n * segment, buffers[n] + (n + 1) * segment, b + n * segment);
+        break;
+      }
+      case wire::CollectiveKind::kBarrier:
+        break;
+    }
+  }
+
+  void check_outputs() {
+    const Ints want = expected();
+    for (std::size_t n = 0; n < nodes; ++n)
+      for (std::size_t r = 0; r < local; ++r) {
+        CAPTURE(n);
+        CAPTURE(r);
+        CHECK(node[n].recv[r] == want);
+      }
+  }
+};
+
+std::int32_t* ints(const std::byte* p) {
+  return reinterpret_cast<std::int32_t*>(const_cast<std::byte*>(p));
+}
+
+}  // namespace
+
+TEST_CASE("staged allreduce: the node reduces on the device, one carrier goes around the ring") {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+    for (std::size_t nodes : {1u, 2u, 3u}) {
+      for (std::size_t local : {1u, 2u, 3u}) {
+        CAPTURE(static_cast<int>(op));
+        CAPTURE(nodes);
+        CAPTURE(local);
+        Cluster c(wire::CollectiveKind::kAllreduce, nodes, local, 7, op);
+        c.stage_in();
+        std::vector<std::int32_t*> carriers;
+        for (auto& n : c.node) {
+          CHECK(n.host[0].send != nullptr);
+          CHECK(n.host[0].send == n.host[0].recv);
+          for (std::size_t r = 1; r < local; ++r) {
+            CHECK(n.host[r].send == nullptr);
+            CHECK(n.host[r].recv == nullptr);
+          }
+          carriers.push_back(ints(n.host[0].recv));
+        }
+        c.ring(carriers, c.count);
+        c.stage_out();
+        c.check_outputs();
+      }
+    }
+  }
+}
+
+TEST_CASE("staged broadcast: the root's input rides on its own rank of its node") {
+  for (std::size_t nodes : {1u, 2u, 3u}) {
+    for (std::size_t local : {1u, 3u}) {
+      for (std::uint32_t root = 0; root < nodes * local; ++root) {
+        CAPTURE(nodes);
+        CAPTURE(local);
+        CAPTURE(root);
+        Cluster c(wire::CollectiveKind::kBroadcast, nodes, local, 5, ReduceOp::kSum, root);
+        c.stage_in();
+        std::vector<std::int32_t*> carriers;
+        for (std::size_t n = 0; n < nodes; ++n) {
+          const std::size_t carrier = n == root / local ? root % local : 0;
+          REQUIRE(c.node[n].host[carrier].recv != nullptr);
+          carriers.push_back(ints(c.node[n].host[carrier].recv));
+        }
+        c.ring(carriers, c.count);
+        c.stage_out();
+        c.check_outputs();
+      }
+    }
+  }
+}
+
+TEST_CASE("staged allgather: each rank's input sits at its global slot of the node's buffer") {
+  for (std::size_t nodes : {1u, 2u, 3u}) {
+    for (std::size_t local : {1u, 2u, 3u}) {
+      CAPTURE(nodes);
+      CAPTURE(local);
+      Cluster c(wire::CollectiveKind::kAllgather, nodes, local, 4);
+      c.stage_in();
+      std::vector<std::int32_t*> carriers;
+      for (std::size_t n = 0; n < nodes; ++n) {
+        const auto& host = c.node[n].host;
+        for (std::size_t r = 0; r < local; ++r)
+          CHECK(host[r].send == host[0].recv + (n * local + r) * c.count * sizeof(std::int32_t));
+        carriers.push_back(ints(host[0].recv));
+      }
+      c.ring(carriers, c.count * nodes * local);
+      c.stage_out();
+      c.check_outputs();
+    }
+  }
+}
+
+TEST_CASE("staging failures are reported, not hidden") {
+  Cluster c(wire::CollectiveKind::kAllreduce, 2, 2, 3);
+  const NodeShape shape{0, 2, 2};
+  auto staging = DeviceStaging::create(c.plan(0), shape, c.backend);
+  REQUIRE(staging.ok());
+  auto queue = c.backend.queue(0);
+  c.backend.fail_operation(2);  // the copy to the host, after the reduction
+  Status failed = (*staging)->stage_in(**queue);
+  CHECK(failed.message() == "injected device failure");
+  auto wrong = DeviceStaging::create(c.plan(0), NodeShape{0, 2, 3}, c.backend);
+  CHECK(wrong.status().code() == StatusCode::kInternal);
+}
+
+TEST_CASE("staged collectives through the ring path's NodeOperation" *
+          doctest::skip(!skips_empty_contributions<cluster::NodeOperation>())) {
+  for (auto kind : {wire::CollectiveKind::kAllreduce, wire::CollectiveKind::kBroadcast,
+                    wire::CollectiveKind::kAllgather}) {
+    for (std::size_t local : {1u, 3u}) {
+      CAPTURE(static_cast<int>(kind));
+      CAPTURE(local);
+      const std::size_t nodes = 3;
+      Cluster c(kind, nodes, local, 6, ReduceOp::kAvg,
+                4 % static_cast<std::uint32_t>(nodes * local));
+      c.stage_in();
+      std::vector<std::unique_ptr<cluster::NodeOperation>> ops;
+      std::vector<std::int32_t*> buffers;
+      for (std::size_t n = 0; n < nodes; ++n) {
+        cluster::OperationShape shape{kind,
+                                      DType::kI32,
+                                      c.op,
+                                      c.root,
+                                      static_cast<std::uint32_t>(n),
+                                      static_cast<std::uint32_t>(nodes),
+                                      static_cast<std::uint32_t>(local)};
+        ops.push_back(std::make_unique<cluster::NodeOperation>(
+            shape, std::vector<std::size_t>{c.count},
+            std::vector<std::vector<Contribution>>{c.node[n].host}, 8));
+        for (std::size_t i = 0; i < ops.back()->gather_pieces(); ++i) ops.back()->gather_piece(i);
+        buffers.push_back(reinterpret_cast<std::int32_t*>(ops.back()->buffer()));
+      }
+      c.ring(buffers, ops.front()->buffer_count());
+      for (auto& op : ops)
+        for (std::size_t i = 0; i < op->scatter_pieces(); ++i) op->scatter_piece(i);
+      c.stage_out();
+      c.check_outputs();
+    }
+  }
+}
