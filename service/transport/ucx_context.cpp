@@ -3,8 +3,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <mutex>
 #include <string_view>
 #include <utility>
+
+#include "common/log.h"
 
 namespace ringsync::service::transport {
 
@@ -85,6 +88,22 @@ Result<std::unique_ptr<UcxContext>> UcxContext::create(const UcxOptions& options
                             "' on devices '" + options.net_devices +
                             "' (is a listed transport or device missing on this host? see ucx_info -d)");
   }
+
+  ucp_context_attr_t attributes;
+  std::memset(&attributes, 0, sizeof(attributes));
+  attributes.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(ucx->context_, &attributes) == UCS_OK)
+    ucx->cuda_memory_ = (attributes.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+  static std::once_flag said;
+  std::call_once(said, [cuda = ucx->cuda_memory_] {
+    if (cuda) {
+      RS_LOG(info, "ucx") << "UCX can move CUDA memory itself; GPU buffers still go through "
+                             "pinned host memory (direct transfers are not done yet)";
+    } else {
+      RS_LOG(debug, "ucx") << "UCX moves host memory only (built without CUDA support); GPU "
+                              "buffers go through pinned host memory";
+    }
+  });
 
   ucp_worker_params_t worker_params;
   std::memset(&worker_params, 0, sizeof(worker_params));

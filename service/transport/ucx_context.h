@@ -71,6 +71,10 @@ class UcxContext {
   int event_fd() const { return event_fd_; }
   // The packed worker address, for the other nodes' UcxTransport.
   const std::vector<std::byte>& address() const { return address_; }
+  // True when this UCX can move CUDA device memory itself (built with CUDA
+  // support; Debian's is not). GPU buffers are staged through host memory either
+  // way for now; this only tells where direct transfers would be possible.
+  bool cuda_memory() const { return cuda_memory_; }
 
  private:
   UcxContext() = default;
@@ -79,6 +83,7 @@ class UcxContext {
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
   std::vector<std::byte> address_;
+  bool cuda_memory_ = false;
 };
 
 }  // namespace ringsync::service::transport
