@@ -2,7 +2,7 @@
 
     import ringsync as rs
     rs.init()                        # the launcher's environment says where the daemon is
-    total = rs.allreduce(x)          # x: numpy.ndarray or torch.Tensor (CPU)
+    total = rs.allreduce(x)          # x: numpy.ndarray, torch.Tensor (CPU or CUDA)
     rs.allreduce(x, op=rs.Average, out=x)            # in place
     h = rs.allgather_async(x); ...; gathered = h.wait()
     buf = rs.empty((1024,), "float32")  # daemon shared memory: collectives copy nothing
@@ -18,6 +18,7 @@ from ._context import (init, is_initialized, local_rank, local_size, node_rank, 
                        shutdown, size)
 from ._handle import Handle
 from ._ops import Average, Max, Min, Product, ReduceOp, Sum
+from ._registration import register_device, unregister_device
 from .errors import LibraryNotFoundError, RingsyncError
 
 __version__ = "0.1.0"
@@ -28,7 +29,7 @@ __all__ = [
     "Sum", "Average", "Min", "Max", "Product", "ReduceOp",
     "allreduce", "allreduce_async", "broadcast", "broadcast_async",
     "allgather", "allgather_async", "barrier", "barrier_async",
-    "Handle", "empty", "library_path",
+    "Handle", "empty", "library_path", "register_device", "unregister_device",
     "RingsyncError", "LibraryNotFoundError",
 ]
 

@@ -58,6 +58,10 @@ _SIGNATURES = {
     "rs_wait_timeout": (c_status, [c_req_p, ctypes.c_int]),
     "rs_test": (c_status, [c_req_p]),
     "rs_request_free": (None, [c_req_p]),
+    "rs_register_device": (c_status, [c_ctx_p, ctypes.c_void_p, ctypes.c_size_t]),
+    "rs_unregister_device": (c_status, [c_ctx_p, ctypes.c_void_p]),
+    "rs_set_device_stream": (c_status, [c_ctx_p, ctypes.c_void_p]),
+    "rs_is_device_pointer": (ctypes.c_int, [ctypes.c_void_p]),
 }
 
 _lock = threading.Lock()

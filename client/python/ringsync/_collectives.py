@@ -1,4 +1,5 @@
-"""allreduce, broadcast, allgather and barrier on numpy arrays and torch tensors.
+"""allreduce, broadcast, allgather and barrier on numpy arrays, torch tensors (CPU or CUDA) and
+GPU arrays with __cuda_array_interface__.
 
 Each collective has a blocking form and an *_async form returning a Handle; the blocking
 form is the async one followed by wait(). `out=None` returns a new array or tensor; `out=x`
@@ -6,13 +7,14 @@ works in place (x must then be contiguous); any other `out` (contiguous, same dt
 number of elements as the result) receives the result. Non-contiguous inputs of an
 out-of-place call are copied to contiguous memory first.
 
-The library copies data outside the daemon's shared memory through a staging buffer; data
-inside buffers from ringsync.empty() moves with no copy at all.
+The library copies host data outside the daemon's shared memory through a staging buffer; data
+inside buffers from ringsync.empty() moves with no copy at all. GPU memory is read and written
+by the daemon on the device (_devices.route() says which calls take that path).
 """
 
 import ctypes
 
-from . import _capi, _context, _names, _ops
+from . import _capi, _context, _devices, _names, _ops
 from ._handle import Handle
 from ._tensors import View, as_out
 
@@ -23,7 +25,7 @@ def _output(kind, view, out, shape):
   for d in shape:
     count *= d
   if out is None:
-    return view.contiguous_copy(), view.new(shape)
+    return view.contiguous_copy(kind), view.new(shape, kind)
   if out is view.obj:
     if not view.contiguous:
       raise ValueError("%s in place (out=x) needs a contiguous x: the library reads and writes "
@@ -32,16 +34,25 @@ def _output(kind, view, out, shape):
     if not view.writeable:
       raise ValueError("%s in place (out=x): x is read-only" % kind)
     return view, view
-  return view.contiguous_copy(), as_out(out, view, count, kind)
+  return view.contiguous_copy(kind), as_out(out, view, count, kind)
 
 
-def _submit(kind, name, start, result, keep):
-  """Calls `start(ctx, request_ptr)` (a C *_async function) and wraps the request."""
+def _submit(kind, name, start, result, keep, device=None):
+  """Calls `start(ctx, request_ptr)` (a C *_async function) and wraps the request. `device`:
+  the DeviceCall of a collective on GPU memory (_devices.route()), else None."""
   request = _capi.c_req_p()
   with _context.use() as connection:  # shutdown() waits for it: ctx stays valid meanwhile
     connection.buffers.free_pending(connection)
-    _capi.call(start, connection.ctx, ctypes.byref(request))
-  return Handle(request, kind, name.decode("utf-8", "replace"), result, keep, connection)
+    connection.devices.reap()
+
+    def submit():
+      _capi.call(start, connection.ctx, ctypes.byref(request))
+    if device is None:
+      submit()
+    else:
+      connection.devices.submit(connection.ctx, device, submit)
+  return Handle(request, kind, name.decode("utf-8", "replace"), result, keep, connection,
+                device=device is not None)
 
 
 def allreduce_async(x, op=_ops.Sum, name=None, out=None):
@@ -54,13 +65,14 @@ def allreduce_async(x, op=_ops.Sum, name=None, out=None):
   code = _ops.op_code(op)
   view = View(x, "allreduce")
   send, recv = _output("allreduce", view, out, view.shape)
+  device = _devices.route("allreduce", view, send, recv)
   tensor_name = _names.resolve("allreduce", name)  # after the checks: a refused call takes no name
   lib = _capi.lib()
   return _submit("allreduce", tensor_name,
                  lambda ctx, req: lib.rs_allreduce_async(ctx, tensor_name, send.pointer,
                                                          recv.pointer, view.count, view.code,
                                                          code, req),
-                 recv.obj, (x, send.obj, recv.obj))
+                 recv.obj, (x, send.obj, recv.obj), device)
 
 
 def allreduce(x, op=_ops.Sum, name=None, out=None):
@@ -78,13 +90,14 @@ def broadcast_async(x, root=0, name=None, out=None):
     raise TypeError("root must be an int (a global rank), not %r" % (root,))
   view = View(x, "broadcast")
   send, recv = _output("broadcast", view, out, view.shape)
+  device = _devices.route("broadcast", view, send, recv)
   tensor_name = _names.resolve("broadcast", name)  # after the checks: a refused call takes no name
   lib = _capi.lib()
   return _submit("broadcast", tensor_name,
                  lambda ctx, req: lib.rs_broadcast_async(ctx, tensor_name, send.pointer,
                                                          recv.pointer, view.count, view.code,
                                                          root, req),
-                 recv.obj, (x, send.obj, recv.obj))
+                 recv.obj, (x, send.obj, recv.obj), device)
 
 
 def broadcast(x, root=0, name=None, out=None):
@@ -108,13 +121,14 @@ def allgather_async(x, name=None, out=None):
     raise ValueError("allgather cannot gather into its own input (out=x): the result is "
                      "size() times larger; pass out=None, or an out whose rank-th slice is x")
   send, recv = _output("allgather", view, out, result_shape)
+  device = _devices.route("allgather", view, send, recv)
   tensor_name = _names.resolve("allgather", name)
   lib = _capi.lib()
   return _submit("allgather", tensor_name,
                  lambda ctx, req: lib.rs_allgather_async(ctx, tensor_name, send.pointer,
                                                          recv.pointer, view.count, view.code,
                                                          req),
-                 recv.obj, (x, send.obj, recv.obj))
+                 recv.obj, (x, send.obj, recv.obj), device)
 
 
 def allgather(x, name=None, out=None):

@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 
-from . import _buffers, _capi, _names
+from . import _buffers, _capi, _devices, _names
 from .errors import RingsyncError
 
 # How long shutdown() waits for C calls running on other threads (submissions and
@@ -44,6 +44,7 @@ class Connection:
     self.pid = os.getpid()
     self.ranks = ranks               # rank, size, ... (they never change)
     self.buffers = _buffers.Registry()
+    self.devices = _devices.Devices()  # GPU collectives: the library's stream, dropped handles
     self._cond = threading.Condition(threading.Lock())
     self._uses = 0
     self._closing = False            # shutdown() began: no new uses
@@ -106,6 +107,7 @@ class Connection:
     _capi.lib().rs_disconnect(self.ctx)
     self.ctx = None
     self.buffers.reattach(saved)
+    self.devices.release_all()
 
 
 class use:

@@ -26,16 +26,22 @@ class Handle:
   abandoned one has. So drop handles only to fire and forget: do not read, write or pass to
   another collective the buffers of a dropped handle; wait() when you need them again. (Memory
   stays safe either way: the library keeps a shared buffer allocated while a collective still
-  uses it, even after its last array is gone.)
+  uses it, even after its last array is gone, and the tensors of a dropped collective on GPU
+  memory, which the daemon writes directly, stay alive until it has completed.)
+
+  GPU memory: when wait() returns, the daemon's device work on the buffers has finished, so any
+  kernel queued afterwards sees the result. Until then, do not write the input or the output,
+  nor read the output, on any stream.
   """
 
-  def __init__(self, request, kind, name, result, keep, connection=None):
+  def __init__(self, request, kind, name, result, keep, connection=None, device=False):
     self._request = request   # ctypes.c_void_p, None once the library freed it
     self._kind = kind
     self._name = name
     self._result = result     # returned by wait()
     self._keep = keep         # inputs and outputs the library reads or writes until completion
     self._connection = connection  # frees buffers left for later once this completes
+    self._device = device     # GPU memory: the daemon writes `keep` until completion
     self._error = None
     self._lock = threading.Lock()
 
@@ -109,6 +115,12 @@ class Handle:
     if request is None:
       return
     self._request = None
+    connection = getattr(self, "_connection", None)
+    # The daemon reads and writes GPU buffers in place until the collective completes: the
+    # connection keeps them (and the request) until then.
+    if (getattr(self, "_device", False) and connection is not None
+        and connection.devices.abandon(request, self._keep)):
+      return
     try:
       _capi.lib().rs_request_free(request)
     except Exception:  # interpreter shutdown: the module may be half torn down

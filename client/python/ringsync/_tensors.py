@@ -1,101 +1,93 @@
-"""What the collectives need to know about a numpy array or a torch tensor.
+"""What the collectives need to know about an array: a numpy array, a torch tensor (on the CPU
+or a GPU), or a GPU array of another library (__cuda_array_interface__).
 
 Everything framework-specific lives here: the collectives see a `View` (pointer, element
-count, dtype code, contiguity) and ask this module for new results. Neither framework is
-imported: an object can only be a torch tensor if torch is already imported.
+count, dtype code, contiguity, device) and ask this module for new results. Neither numpy nor
+torch is imported: an object can only be a torch tensor if torch is already imported. What
+happens to memory that is not on the host is decided in one place, _devices.route().
 """
 
 import sys
 
-from . import _dtypes
-from .errors import RingsyncError
+from . import _cuda_arrays, _dtypes
 
 
 def framework_of(x):
-  """'numpy' or 'torch'; TypeError for anything else."""
+  """'numpy', 'torch' or 'cuda_array'; TypeError for anything else."""
   np = sys.modules.get("numpy")
   if np is not None and isinstance(x, np.ndarray):
     return "numpy"
   torch = sys.modules.get("torch")
   if torch is not None and isinstance(x, torch.Tensor):
     return "torch"
-  raise TypeError("ringsync collectives take a numpy.ndarray or a torch.Tensor, not %s"
-                  % type(x).__name__)
-
-
-def device_of(x, framework):
-  """'cpu' for host memory, else the device type ('cuda', ...)."""
-  return "cpu" if framework == "numpy" else x.device.type
-
-
-def device_collective(x, kind, device):
-  """The one place device (GPU) buffers go. This build's daemon reduces host memory only."""
-  raise RingsyncError(
-      "UNSUPPORTED",
-      "%s of a tensor on device '%s': GPU buffers are not supported by this build of ringsync "
-      "and its daemon; move the tensor to the CPU (tensor.cpu()) first" % (kind, device))
+  if _cuda_arrays.has_interface(x):
+    return "cuda_array"
+  raise TypeError("ringsync collectives take a numpy.ndarray or a torch.Tensor, not %s (or a "
+                  "GPU array with __cuda_array_interface__: CuPy, Numba, ...)" % type(x).__name__)
 
 
 class View:
-  """A contiguous-or-not array or tensor as the C library sees it."""
+  """An array or tensor as the C library sees it.
 
-  __slots__ = ("obj", "framework", "dtype_name", "code")
+  `device` is None for host memory, else where the memory is: "cuda:0" (a torch tensor's
+  device), "cuda" (a __cuda_array_interface__ array), or another torch device ("meta", ...),
+  which _devices.route() refuses.
+  """
+
+  __slots__ = ("obj", "framework", "dtype_name", "code", "shape", "count", "contiguous",
+               "pointer", "writeable", "device", "stream")
 
   def __init__(self, obj, kind):
     framework = framework_of(obj)
-    device = device_of(obj, framework)
-    if device != "cpu":
-      device_collective(obj, kind, device)
-    name = (_dtypes.numpy_name(obj.dtype) if framework == "numpy"
-            else _dtypes.torch_name(obj.dtype))
-    if name is None:
-      raise _dtypes.unsupported(obj.dtype, framework)
     self.obj = obj
     self.framework = framework
+    self.stream = None  # __cuda_array_interface__ only: the producer's stream
+    if framework == "cuda_array":
+      cai = _cuda_arrays.Interface(obj)
+      name = cai.dtype_name
+      self.shape, self.count, self.contiguous = cai.shape, cai.count, cai.contiguous
+      self.pointer, self.writeable, self.device = cai.pointer, cai.writeable, "cuda"
+      self.stream = cai.stream
+    elif framework == "numpy":
+      name = _dtypes.numpy_name(obj.dtype)
+      self.shape, self.count = tuple(obj.shape), int(obj.size)
+      self.contiguous = bool(obj.flags.c_contiguous)
+      self.pointer = obj.__array_interface__["data"][0]
+      self.writeable, self.device = bool(obj.flags.writeable), None
+    else:
+      name = _dtypes.torch_name(obj.dtype)
+      self.shape, self.count = tuple(obj.shape), int(obj.numel())
+      self.contiguous = bool(obj.is_contiguous())
+      self.pointer, self.writeable = obj.data_ptr(), True
+      self.device = None if obj.device.type == "cpu" else str(obj.device)
+    if name is None:
+      raise _dtypes.unsupported(obj.dtype, framework)
     self.dtype_name = name
     self.code = _dtypes.CODES[name]
 
-  @property
-  def shape(self):
-    return tuple(self.obj.shape)
-
-  @property
-  def count(self):
-    return int(self.obj.size) if self.framework == "numpy" else int(self.obj.numel())
-
-  @property
-  def contiguous(self):
-    if self.framework == "numpy":
-      return bool(self.obj.flags.c_contiguous)
-    return bool(self.obj.is_contiguous())
-
-  @property
-  def pointer(self):
-    if self.framework == "numpy":
-      return self.obj.__array_interface__["data"][0]
-    return self.obj.data_ptr()
-
-  @property
-  def writeable(self):
-    return self.framework != "numpy" or bool(self.obj.flags.writeable)
-
-  def contiguous_copy(self):
-    """This array if contiguous, else a contiguous copy (the input of an out-of-place call)."""
+  def contiguous_copy(self, kind):
+    """This array if contiguous, else a contiguous copy on the same device (the input of an
+    out-of-place call)."""
     if self.contiguous:
       return self
     if self.framework == "numpy":
       copy = self.obj.copy(order="C")
+    elif self.framework == "torch":
+      copy = self.obj.contiguous()  # on the tensor's own device
     else:
-      copy = self.obj.contiguous()
+      raise _cuda_arrays.cannot_allocate(kind, "a contiguous copy of its non-contiguous input")
     return View(copy, "copy")
 
-  def new(self, shape):
-    """A new, uninitialised contiguous array or tensor of this dtype (a result)."""
+  def new(self, shape, kind):
+    """A new, uninitialised contiguous array or tensor of this dtype on this device (a
+    result)."""
     if self.framework == "numpy":
       np = sys.modules["numpy"]
       return View(np.empty(shape, dtype=self.obj.dtype), "result")
-    torch = sys.modules["torch"]
-    return View(torch.empty(shape, dtype=self.obj.dtype), "result")
+    if self.framework == "torch":
+      torch = sys.modules["torch"]
+      return View(torch.empty(shape, dtype=self.obj.dtype, device=self.obj.device), "result")
+    raise _cuda_arrays.cannot_allocate(kind, "a new array for its result")
 
 
 def as_out(out, like, count, kind):

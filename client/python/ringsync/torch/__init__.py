@@ -6,7 +6,8 @@
     rst.broadcast_parameters(model.state_dict(), root_rank=0)
     rst.broadcast_optimizer_state(optimizer, root_rank=0)
 
-CPU tensors today; every collective goes through the core package ``ringsync``.
+CPU and CUDA tensors (each call's tensors on one device); every collective goes through the
+core package ``ringsync``.
 """
 
 try:

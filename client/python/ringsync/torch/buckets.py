@@ -1,7 +1,8 @@
 """Gradient buckets: parameters whose gradients travel together in one allreduce.
 
-A bucket owns one flat buffer in the wire dtype (daemon shared memory from ringsync.empty(),
-so the daemon reads it without a copy): every parameter's gradient at its offset,
+A bucket owns one flat buffer in the wire dtype on its parameters' device (for CPU parameters
+daemon shared memory from ringsync.empty(), for CUDA parameters GPU memory the daemon maps; the
+daemon reads either without a copy through this process): every parameter's gradient at its offset,
 then one "has a gradient" flag per parameter. The flags let every rank tell a gradient that is
 zero from a parameter no rank computed a gradient for, which must keep ``p.grad = None`` (as it
 would in single-process training, where the optimizer then skips it).
@@ -14,28 +15,33 @@ import ringsync as _core
 
 def plan_buckets(named_params, compression, bucket_bytes):
   """Splits (name, parameter) pairs, in the order their gradients are expected (reverse
-  registration order), into lists of at most ~bucket_bytes wire bytes, one wire dtype each.
-  A parameter larger than bucket_bytes gets a bucket of its own."""
+  registration order), into lists of at most ~bucket_bytes wire bytes, one wire dtype and one
+  device each. A parameter larger than bucket_bytes gets a bucket of its own. Returns
+  [(wire dtype, device, pairs)]."""
   buckets = []
-  open_bucket = {}  # wire dtype -> [pairs, bytes]
+  open_bucket = {}  # (wire dtype, device) -> [pairs, bytes]
   for name, p in named_params:
     dtype = compression.wire_dtype(p.dtype)
+    key = (dtype, p.device)
     size = p.numel() * torch.empty((), dtype=dtype).element_size()
-    current = open_bucket.get(dtype)
+    current = open_bucket.get(key)
     if current is not None and current[1] + size > bucket_bytes:
       current = None
     if current is None:
       current = [[], 0]
-      open_bucket[dtype] = current
-      buckets.append((dtype, current[0]))
+      open_bucket[key] = current
+      buckets.append((dtype, p.device, current[0]))
     current[0].append((name, p))
     current[1] += size
-  return [(dtype, pairs) for dtype, pairs in buckets]
+  return buckets
 
 
-def _allocate(numel, dtype):
-  """A zeroed 1-D tensor in daemon shared memory; plain memory (staged: one copy each way per
-  allreduce) when the daemon has no shared memory left. Returns (tensor, zero_copy)."""
+def _allocate(numel, dtype, device):
+  """A zeroed 1-D tensor: on a GPU, GPU memory on that device; on the CPU, daemon shared
+  memory, or plain memory (staged: one copy each way per allreduce) when the daemon has no
+  shared memory left. Returns (tensor, zero_copy)."""
+  if device.type != "cpu":
+    return torch.zeros(numel, dtype=dtype, device=device), True
   try:
     return _core.empty((numel,), dtype, framework="torch").zero_(), True
   except _core.RingsyncError as error:
@@ -45,9 +51,10 @@ def _allocate(numel, dtype):
 
 
 class Bucket:
-  def __init__(self, name, wire_dtype, named_params):
+  def __init__(self, name, wire_dtype, named_params, device=None):
     self.name = name
     self.wire_dtype = wire_dtype
+    self.device = torch.device("cpu") if device is None else torch.device(device)
     self.names = [n for n, _ in named_params]
     self.params = [p for _, p in named_params]
     self.index_of = {p: i for i, p in enumerate(self.params)}
@@ -72,7 +79,8 @@ class Bucket:
 
   def _ensure_buffer(self):
     if self.buffer is None:
-      self.buffer, self.zero_copy = _allocate(self.numel + len(self.params), self.wire_dtype)
+      self.buffer, self.zero_copy = _allocate(self.numel + len(self.params), self.wire_dtype,
+                                              self.device)
     return self.buffer
 
   def add_gradient(self, p):

@@ -67,16 +67,25 @@ def broadcast_object(obj, root_rank=0, name="broadcast_object"):
 
 
 class _TensorSlot:
-  """Stands for one tensor of the optimizer state while its structure travels by pickle."""
+  """Stands for one tensor of the optimizer state while its structure travels by pickle.
+  `device_type` is the root's ("cpu", "cuda"): every rank receives the tensor in the same
+  kind of memory, as the local ranks of one collective must pass."""
 
-  def __init__(self, index, shape, dtype):
+  def __init__(self, index, shape, dtype, device_type="cpu"):
     self.index, self.shape, self.dtype = index, shape, dtype
+    self.device_type = device_type
+
+  def empty(self):
+    """A tensor to receive the root's: on the CPU, or on this rank's current CUDA device."""
+    device = "cpu" if self.device_type == "cpu" else torch.device(
+        self.device_type, torch.cuda.current_device())
+    return torch.empty(self.shape, dtype=self.dtype, device=device)
 
 
 def _strip_tensors(value, tensors):
   if torch.is_tensor(value):
     tensors.append(value)
-    return _TensorSlot(len(tensors) - 1, tuple(value.shape), value.dtype)
+    return _TensorSlot(len(tensors) - 1, tuple(value.shape), value.dtype, value.device.type)
   return _map_containers(value, lambda v: _strip_tensors(v, tensors))
 
 
@@ -119,7 +128,7 @@ def broadcast_optimizer_state(optimizer, root_rank=0, name="broadcast_optimizer_
     _collect_slots(skeleton, slots)
     tensors = [None] * len(slots)
     for slot in slots:
-      tensors[slot.index] = torch.empty(slot.shape, dtype=slot.dtype)
+      tensors[slot.index] = slot.empty()
   handles = [broadcast_async_(t, root_rank, name="%s.%d" % (name, i))
              for i, t in enumerate(tensors)]
   for handle in handles:

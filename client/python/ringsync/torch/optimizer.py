@@ -84,10 +84,10 @@ class _DistributedOptimizer:
     self._rs_names = {p: n for n, p in named}
     self._rs_buckets = []
     self._rs_bucket_of = {}
-    for dtype, pairs in plan_buckets(list(reversed(named)), compression, bucket_bytes):
+    for dtype, device, pairs in plan_buckets(list(reversed(named)), compression, bucket_bytes):
       first = pairs[0][0]
       name = "grad.%s" % first if len(pairs) == 1 else "grad.%s+%d" % (first, len(pairs) - 1)
-      bucket = Bucket(name, dtype, pairs)
+      bucket = Bucket(name, dtype, pairs, device)
       self._rs_buckets.append(bucket)
       for _, p in pairs:
         self._rs_bucket_of[p] = bucket
