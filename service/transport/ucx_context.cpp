@@ -61,6 +61,11 @@ Result<ucp_config_t*> read_config(const UcxOptions& options) {
     if (std::getenv("UCX_RNDV_THRESH") == nullptr) settings.emplace_back("RNDV_THRESH", "inf");
     if (std::getenv("UCX_ZCOPY_THRESH") == nullptr) settings.emplace_back("ZCOPY_THRESH", "inf");
   }
+  if (options.tcp_segment_bytes != 0 && may_use(tls, {"tcp"})) {
+    const std::string bytes = std::to_string(options.tcp_segment_bytes);
+    if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr) settings.emplace_back("TX_SEG_SIZE", bytes);
+    if (std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) settings.emplace_back("RX_SEG_SIZE", bytes);
+  }
   for (const auto& [name, value] : settings) {
     if (ucs_status_t s = ucp_config_modify(config, name, value.c_str()); s != UCS_OK) {
       ucp_config_release(config);
