@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/copy_waker.h"
 #include "cuda/device_api.h"
 #include "cuda/device_chunk_copier.h"
 #include "cuda/staging_buffers.h"
@@ -93,31 +94,9 @@ void bench_kernel(Stream& stream, std::size_t bytes, int iterations) {
   cudaFree(out);
 }
 
-// Wakeups from the copier's host callbacks, so the loop below sleeps between copies.
-class Waker {
- public:
-  std::function<void()> callback() {
-    return [this] {
-      std::lock_guard lock(mu_);
-      ++count_;
-      cv_.notify_all();
-    };
-  }
-  void wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return count_ != seen_; });
-    seen_ = count_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t count_ = 0, seen_ = 0;
-};
-
 // One transfer through the pipeline; the "consumer" releases each chunk at once, so
 // this measures the pipeline and the copy engine, not a network.
-double run_pipeline(DeviceChunkCopier& copier, Waker& waker, const StagingBuffers& buffers,
+double run_pipeline(DeviceChunkCopier& copier, CopyWaker& waker, const StagingBuffers& buffers,
                     StagingPipeline::Direction direction, void* device, std::size_t bytes) {
   StagingPipeline* self = nullptr;
   StagingPipeline pipeline(copier, buffers, direction, device, bytes,
@@ -157,7 +136,7 @@ void bench_staging(Stream& stream, std::size_t bytes, std::size_t chunk, std::si
   // Declared in this order, the buffers are unpinned before the copier goes.
   auto copier = DeviceChunkCopier::create(0);
   check(copier.status(), "DeviceChunkCopier");
-  Waker waker;
+  CopyWaker waker;
   (*copier)->set_wakeup(waker.callback());
   auto buffers = StagingBuffers::create(**copier, chunk, depth);
   check(buffers.status(), "StagingBuffers");

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "client/src/collective_call.h"
 #include "client/src/device_memory.h"
 
 namespace ringsync::testing {
@@ -68,5 +69,19 @@ class FakeDeviceMemory final : public client::DeviceMemory {
   Status locate_error_;
   Status export_error_;
 };
+
+// An f32 sum allreduce of `count` elements as the client library submits it.
+inline client::CollectiveCall f32_allreduce(const float* send, float* recv, std::size_t count,
+                                            const char* name = "grad") {
+  client::CollectiveCall c;
+  c.kind = wire::CollectiveKind::kAllreduce;
+  c.name = name;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = RS_F32;
+  c.op = RS_SUM;
+  return c;
+}
 
 }  // namespace ringsync::testing

@@ -21,6 +21,7 @@ using ringsync::StatusCode;
 using ringsync::client::CollectiveCall;
 using ringsync::client::Context;
 using ringsync::testing::FakeDaemon;
+using ringsync::testing::f32_allreduce;
 using ringsync::testing::FakeDeviceMemory;
 namespace wire = ringsync::wire;
 
@@ -40,18 +41,6 @@ struct Connected {
   std::unique_ptr<Context> ctx;
 };
 
-CollectiveCall allreduce(const float* send, float* recv, std::size_t count,
-                         const char* name = "grad") {
-  CollectiveCall c;
-  c.kind = wire::CollectiveKind::kAllreduce;
-  c.name = name;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = RS_F32;
-  c.op = RS_SUM;
-  return c;
-}
 
 using Submitted = ringsync::Result<std::shared_ptr<ringsync::client::RequestState>>;
 
@@ -74,7 +63,7 @@ TEST_CASE("an allocation is registered once; collectives name it by id and offse
   std::vector<float> gpu(256);  // "device memory"
   c.device->declare(gpu.data(), gpu.size() * sizeof(float), 3);
 
-  auto first = submit_async(*c.ctx, allreduce(gpu.data() + 16, gpu.data() + 64, 32));
+  auto first = submit_async(*c.ctx, f32_allreduce(gpu.data() + 16, gpu.data() + 64, 32));
   auto reg = c.daemon.expect<wire::RegisterDevice>();
   CHECK(reg.allocation_id != 0);
   CHECK(reg.bytes == gpu.size() * sizeof(float));
@@ -102,7 +91,7 @@ TEST_CASE("an allocation is registered once; collectives name it by id and offse
   // Again, in place and from a chosen stream: no second registration.
   int stream_tag = 0;
   c.ctx->set_device_stream(&stream_tag);
-  auto again = c.ctx->submit(allreduce(gpu.data(), gpu.data(), 256));
+  auto again = c.ctx->submit(f32_allreduce(gpu.data(), gpu.data(), 256));
   auto m2 = c.daemon.expect<wire::Collective>();
   CHECK(m2.memory == wire::Memory::kDevice);
   CHECK(m2.send.buffer_id == reg.allocation_id);
@@ -119,7 +108,7 @@ TEST_CASE("a refused registration fails the collective with the daemon's words; 
   Connected c;
   std::vector<float> gpu(64);
   c.device->declare(gpu.data(), gpu.size() * sizeof(float));
-  auto pending = submit_async(*c.ctx, allreduce(gpu.data(), gpu.data(), 64));
+  auto pending = submit_async(*c.ctx, f32_allreduce(gpu.data(), gpu.data(), 64));
   auto reg = c.daemon.expect<wire::RegisterDevice>();
   c.daemon.send(wire::RegisterDeviceReply{
       reg.request_id,
@@ -132,7 +121,7 @@ TEST_CASE("a refused registration fails the collective with the daemon's words; 
   CHECK(c.device->synchronizations == 0);
 
   std::vector<float> host(64, 1.0f), out(64);
-  auto staged = c.ctx->submit(allreduce(host.data(), out.data(), 64));
+  auto staged = c.ctx->submit(f32_allreduce(host.data(), out.data(), 64));
   auto m = c.daemon.expect<wire::Collective>();
   CHECK(m.memory == wire::Memory::kHost);
   CHECK(m.staged);
@@ -140,7 +129,7 @@ TEST_CASE("a refused registration fails the collective with the daemon's words; 
   CHECK(wait(staged).ok());
 
   // The next GPU collective asks again (the daemon may have been restarted with CUDA).
-  auto retry = submit_async(*c.ctx, allreduce(gpu.data(), gpu.data(), 64));
+  auto retry = submit_async(*c.ctx, f32_allreduce(gpu.data(), gpu.data(), 64));
   auto reg2 = c.daemon.expect<wire::RegisterDevice>();
   c.daemon.send(wire::RegisterDeviceReply{reg2.request_id, Status::InvalidArgument("still no"),
                                           reg2.allocation_id});
@@ -152,20 +141,20 @@ TEST_CASE("host and GPU buffers in one call, or a range past the allocation, are
   Connected c;
   std::vector<float> gpu(64), host(64);
   c.device->declare(gpu.data(), gpu.size() * sizeof(float));
-  auto mixed = c.ctx->submit(allreduce(host.data(), gpu.data(), 64));
+  auto mixed = c.ctx->submit(f32_allreduce(host.data(), gpu.data(), 64));
   REQUIRE_FALSE(mixed.ok());
   CHECK(mixed.status().code() == StatusCode::kInvalidArgument);
   CHECK(mixed.status().message().find("recvbuf is GPU memory but sendbuf is host memory") !=
         std::string::npos);
-  auto mixed2 = c.ctx->submit(allreduce(gpu.data(), host.data(), 64));
+  auto mixed2 = c.ctx->submit(f32_allreduce(gpu.data(), host.data(), 64));
   CHECK(mixed2.status().message().find("sendbuf is GPU memory but recvbuf is host memory") !=
         std::string::npos);
-  auto past = c.ctx->submit(allreduce(gpu.data() + 32, gpu.data() + 32, 64));
+  auto past = c.ctx->submit(f32_allreduce(gpu.data() + 32, gpu.data() + 32, 64));
   REQUIRE_FALSE(past.ok());
   CHECK(past.status().message().find("run past the end of their GPU allocation") !=
         std::string::npos);
   c.device->fail_locate_with(Status::InvalidArgument("VMM memory"));
-  auto vmm = c.ctx->submit(allreduce(gpu.data(), gpu.data(), 8));
+  auto vmm = c.ctx->submit(f32_allreduce(gpu.data(), gpu.data(), 8));
   CHECK(vmm.status().message().find("VMM memory") != std::string::npos);
   CHECK_FALSE(c.daemon.next(std::chrono::milliseconds(200)).has_value());
 }
@@ -199,7 +188,7 @@ TEST_CASE("memory freed and allocated again at the same address is registered an
   Connected c;
   std::vector<float> gpu(64);
   c.device->declare(gpu.data(), gpu.size() * sizeof(float));
-  auto first = submit_async(*c.ctx, allreduce(gpu.data(), gpu.data(), 64));
+  auto first = submit_async(*c.ctx, f32_allreduce(gpu.data(), gpu.data(), 64));
   auto reg = c.daemon.expect<wire::RegisterDevice>();
   c.daemon.send(wire::RegisterDeviceReply{reg.request_id, Status::Ok(), reg.allocation_id});
   auto m = c.daemon.expect<wire::Collective>();
@@ -208,7 +197,7 @@ TEST_CASE("memory freed and allocated again at the same address is registered an
   CHECK(wait(submitted).ok());
 
   c.device->declare(gpu.data(), gpu.size() * sizeof(float));  // a new driver id
-  auto second = submit_async(*c.ctx, allreduce(gpu.data(), gpu.data(), 64));
+  auto second = submit_async(*c.ctx, f32_allreduce(gpu.data(), gpu.data(), 64));
   auto gone = c.daemon.expect<wire::UnregisterDevice>();
   CHECK(gone.allocation_id == reg.allocation_id);
   auto reg2 = c.daemon.expect<wire::RegisterDevice>();
@@ -240,7 +229,7 @@ TEST_CASE("explicit registration and unregistration") {
   CHECK(c.ctx->register_device(gpu.data(), 4).ok());  // registered already: no round trip
 
   // A pending request keeps it registered.
-  auto pending = c.ctx->submit(allreduce(gpu.data(), gpu.data(), 32));
+  auto pending = c.ctx->submit(f32_allreduce(gpu.data(), gpu.data(), 32));
   auto m = c.daemon.expect<wire::Collective>();
   CHECK(c.ctx->unregister_device(gpu.data()).message().find("pending") != std::string::npos);
   c.daemon.complete(m.request_id);
@@ -254,7 +243,7 @@ TEST_CASE("a registration cut off by the daemon going away fails with the connec
   Connected c;
   std::vector<float> gpu(16);
   c.device->declare(gpu.data(), gpu.size() * sizeof(float));
-  auto pending = submit_async(*c.ctx, allreduce(gpu.data(), gpu.data(), 16));
+  auto pending = submit_async(*c.ctx, f32_allreduce(gpu.data(), gpu.data(), 16));
   c.daemon.expect<wire::RegisterDevice>();
   c.daemon.drop_client();
   auto failed = pending.get();

@@ -26,6 +26,7 @@ using ringsync::Status;
 using ringsync::StatusCode;
 using ringsync::client::CollectiveCall;
 using ringsync::client::Context;
+using ringsync::testing::f32_allreduce;
 using ringsync::testing::FakeDeviceMemory;
 namespace wire = ringsync::wire;
 
@@ -88,17 +89,6 @@ class RealDaemon {
   Child child_;
 };
 
-CollectiveCall allreduce(const float* send, float* recv, std::size_t count, const char* name) {
-  CollectiveCall c;
-  c.kind = wire::CollectiveKind::kAllreduce;
-  c.name = name;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = RS_F32;
-  c.op = RS_SUM;
-  return c;
-}
 
 Status run(Context& ctx, const CollectiveCall& call) {
   auto submitted = ctx.submit(call);
@@ -124,7 +114,7 @@ TEST_CASE("a daemon without GPU support refuses GPU memory with its reason and k
   std::vector<float> gpu(128, 1.0f);
   device->declare(gpu.data(), gpu.size() * sizeof(float));
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Status refused = run(ctx, allreduce(gpu.data(), gpu.data(), gpu.size(), "grad"));
+    Status refused = run(ctx, f32_allreduce(gpu.data(), gpu.data(), gpu.size(), "grad"));
     CHECK(refused.code() == StatusCode::kInvalidArgument);
     CHECK(refused.message().find("ringsyncd cannot use GPU memory") != std::string::npos);
     MESSAGE("refused with: " << refused.message());
@@ -134,7 +124,7 @@ TEST_CASE("a daemon without GPU support refuses GPU memory with its reason and k
 
   std::vector<float> host(1000), out(1000);
   for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i);
-  CHECK(run(ctx, allreduce(host.data(), out.data(), host.size(), "host")).ok());
+  CHECK(run(ctx, f32_allreduce(host.data(), out.data(), host.size(), "host")).ok());
   CHECK(out[999] == 999.0f);
   CHECK(daemon.running());
 }

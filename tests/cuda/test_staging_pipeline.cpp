@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "cuda/copy_waker.h"
 #include "cuda/host_chunk_copier.h"
 #include "cuda/staging_buffers.h"
 #include "cuda/staging_pipeline.h"
@@ -30,32 +31,8 @@ std::vector<std::byte> random_bytes(std::size_t n, unsigned seed) {
   return v;
 }
 
-// Counts the copier's wakeups so the driving loop sleeps only while nothing happened.
-class Waker {
- public:
-  std::function<void()> callback() {
-    return [this] {
-      std::lock_guard lock(mu_);
-      ++count_;
-      cv_.notify_all();
-    };
-  }
-  // Waits for a wakeup not seen yet, at most a second (a missed one costs time only).
-  void wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return count_ != seen_; });
-    seen_ = count_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t count_ = 0;
-  std::uint64_t seen_ = 0;
-};
-
 // Runs until done or failed; `between` may release chunks and says whether it did.
-State drive(StagingPipeline& pipeline, Waker& waker, const std::function<bool()>& between = {}) {
+State drive(StagingPipeline& pipeline, CopyWaker& waker, const std::function<bool()>& between = {}) {
   for (int i = 0; i < 100000; ++i) {
     const State state = pipeline.progress();
     if (state != State::kRunning) return state;
@@ -83,7 +60,7 @@ TEST_CASE("out: every chunk arrives in order, with the right size, and the bytes
       CAPTURE(shape.depth);
       CAPTURE(release_at_once);
       HostChunkCopier copier;
-      Waker waker;
+      CopyWaker waker;
       copier.set_wakeup(waker.callback());
       auto buffers = StagingBuffers::create(copier, shape.chunk, shape.depth);
       REQUIRE(buffers.ok());
@@ -127,7 +104,7 @@ TEST_CASE("in: slots are offered in order and the device buffer ends up with the
     CAPTURE(shape.chunk);
     CAPTURE(shape.depth);
     HostChunkCopier copier;
-    Waker waker;
+    CopyWaker waker;
     copier.set_wakeup(waker.callback());
     auto buffers = StagingBuffers::create(copier, shape.chunk, shape.depth);
     REQUIRE(buffers.ok());
