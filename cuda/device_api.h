@@ -46,7 +46,11 @@ struct IpcMapping {
 // mappings: CUDA opens a handle only once per process (a second open of a handle
 // this process already holds fails).
 Result<IpcMapping> open_ipc(const IpcHandle& handle, const DeviceUuid& uuid, int device);
-Status close_ipc(void* base);
+Status close_ipc(void* base, int device);  // `device`: IpcMapping::device
+
+// True when kernels on GPU `device` can read memory on GPU `peer` (the same GPU,
+// or peer access, which streams on `device` enable wherever the hardware allows).
+bool peer_reachable(int device, int peer);
 
 // An ordered queue of device work (a cudaStream_t underneath).
 class Stream {

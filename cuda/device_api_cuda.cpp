@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle), "cudaIpcMemHandle
 // "cudaMemcpyAsync: an illegal memory access was encountered (cudaErrorIllegalAddress)"
 Status from_cuda(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return Status::Ok();
+  (void)cudaGetLastError();  // reported here: not again by a later, unrelated call
   std::string message = std::string(what) + ": " + cudaGetErrorString(error) + " (" +
                         cudaGetErrorName(error) + ")";
   if (error == cudaErrorMemoryAllocation) return Status::OutOfMemory(std::move(message));
@@ -143,10 +145,8 @@ Result<IpcMapping> open_ipc(const IpcHandle& handle, const DeviceUuid& uuid, int
   return IpcMapping{base, size, *ordinal};
 }
 
-Status close_ipc(void* base) {
-  cudaPointerAttributes attributes{};
-  RS_CUDA_TRY(cudaPointerGetAttributes(&attributes, base));
-  RS_CUDA_TRY(cudaSetDevice(attributes.device));
+Status close_ipc(void* base, int device) {
+  RS_CUDA_TRY(cudaSetDevice(device));
   RS_CUDA_TRY(cudaIpcCloseMemHandle(base));
   return Status::Ok();
 }
@@ -156,30 +156,51 @@ Status close_ipc(void* base) {
 namespace {
 
 // Lets kernels on `device` read the other GPUs' memory (local ranks' buffers on
-// other GPUs of the node), wherever the hardware allows it. Once per device.
-void enable_peer_access(int device) {
+// other GPUs of the node), wherever the hardware allows it; returns the GPUs it can
+// read. Tried once per device (the current device is `device` on return).
+std::vector<int> enable_peer_access(int device) {
   static std::mutex mu;
-  static std::vector<int> done;
+  static std::map<int, std::vector<int>> reachable;
   std::lock_guard lock(mu);
-  if (std::find(done.begin(), done.end(), device) != done.end()) return;
-  done.push_back(device);
+  if (auto known = reachable.find(device); known != reachable.end()) return known->second;
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) return;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {device};  // not remembered: tried again next time
+  }
+  std::vector<int>& peers = reachable[device];
+  peers.push_back(device);
+  if (cudaSetDevice(device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return peers;
+  }
   for (int peer = 0; peer < count; ++peer) {
     int can = 0;
-    if (peer == device || cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || !can)
+    if (peer == device) continue;
+    if (cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || !can) {
+      (void)cudaGetLastError();
       continue;
-    if (cudaDeviceEnablePeerAccess(peer, 0) != cudaSuccess)
-      cudaGetLastError();  // already enabled, or refused: the reduction will say so if it matters
+    }
+    const cudaError_t enabled = cudaDeviceEnablePeerAccess(peer, 0);
+    if (enabled == cudaSuccess || enabled == cudaErrorPeerAccessAlreadyEnabled) peers.push_back(peer);
+    (void)cudaGetLastError();
   }
+  return peers;
 }
 
 }  // namespace
 
+bool peer_reachable(int device, int peer) {
+  if (device == peer) return true;
+  if (!available().ok()) return false;
+  const std::vector<int> peers = enable_peer_access(device);
+  return std::find(peers.begin(), peers.end(), peer) != peers.end();
+}
+
 Result<Stream> Stream::create(int device) {
   RINGSYNC_RETURN_IF_ERROR(available());
-  RS_CUDA_TRY(cudaSetDevice(device));
   enable_peer_access(device);
+  RS_CUDA_TRY(cudaSetDevice(device));
   cudaStream_t handle = nullptr;
   RS_CUDA_TRY(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking));
   Stream stream;

@@ -24,7 +24,8 @@ bool no_device_here() { return true; }
 Result<IpcMapping> open_ipc(const IpcHandle&, const DeviceUuid&, int) {
   return no_cuda("opening a CUDA IPC handle");
 }
-Status close_ipc(void*) { return no_cuda("closing a CUDA IPC mapping"); }
+Status close_ipc(void*, int) { return no_cuda("closing a CUDA IPC mapping"); }
+bool peer_reachable(int device, int peer) { return device == peer; }
 
 Result<Stream> Stream::create(int) { return no_cuda("creating a CUDA stream"); }
 Stream::Stream(Stream&& other) noexcept : handle_(other.handle_), device_(other.device_) {

@@ -35,6 +35,7 @@ while (($#)); do
   esac
   shift
 done
+[[ $budget =~ ^[0-9]+$ ]] || { echo "gpu-check: --budget takes whole seconds, not '$budget'" >&2; exit 2; }
 bundle=$(cd "${bundle:-$here/..}" && pwd) || exit 1
 bin=$bundle/bin
 for p in ringsyncd ringsync-cuda-check ringsync-cuda-bench ringsync-cuda-trainer; do
@@ -127,6 +128,7 @@ run_job() {
   timeout "$(limit 300)" "$bin/ringsyncd" --socket "$sock" --metrics-address 127.0.0.1:0 \
     --ready-file "$ready" --log-level info >"$dir/daemon.log" 2>&1 &
   local daemon=$!
+  trap 'kill '"$daemon"' 2>/dev/null' EXIT  # a check that is itself killed leaves no daemon
   for _ in $(seq 300); do [[ -s $ready ]] && break; sleep 0.1; done
   if [[ ! -s $ready ]]; then
     say "  $name: FAIL: ringsyncd did not become ready (log: $dir/daemon.log)"

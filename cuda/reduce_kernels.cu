@@ -192,6 +192,10 @@ cudaError_t launch(void* dst, const Sources& srcs, const Layout& layout, cudaStr
   const std::size_t max_blocks = static_cast<std::size_t>(multiprocessors(device)) * 8;
   const std::size_t blocks = std::min(std::max<std::size_t>((work + kThreads - 1) / kThreads, 1),
                                       max_blocks);
+  // cudaGetLastError() reports the last failure of any runtime call on this thread:
+  // clear an earlier one (another client's bad IPC handle, say) so that only this
+  // launch's own failure is returned.
+  (void)cudaGetLastError();
   reduce_kernel<D, Op, kAvg><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(dst, srcs,
                                                                                     layout);
   return cudaGetLastError();

@@ -53,7 +53,9 @@ class DeviceBackend {
   // the daemon's ordinal `device`); close_ipc() unmaps.
   virtual Result<MappedAllocation> open_ipc(const wire::IpcHandleBytes& handle,
                                             const wire::DeviceUuid& uuid, int device) = 0;
-  virtual Status close_ipc(void* base) = 0;
+  virtual Status close_ipc(void* base, int device) = 0;
+  // True when work queued on GPU `device` can read memory on GPU `peer`.
+  virtual bool reachable(int device, int peer) = 0;
   // A queue on `device` for the caller's exclusive use until it is destroyed.
   virtual Result<std::unique_ptr<DeviceQueue>> queue(int device) = 0;
   virtual Result<std::unique_ptr<HostBuffer>> host_buffer(std::size_t bytes) = 0;

@@ -141,7 +141,8 @@ class CudaBackend final : public DeviceBackend {
     if (!mapped.ok()) return mapped.status();
     return MappedAllocation{mapped->base, mapped->bytes, mapped->device};
   }
-  Status close_ipc(void* base) override { return cuda::close_ipc(base); }
+  Status close_ipc(void* base, int device) override { return cuda::close_ipc(base, device); }
+  bool reachable(int device, int peer) override { return cuda::peer_reachable(device, peer); }
   Result<std::unique_ptr<DeviceQueue>> queue(int device) override {
     auto stream = streams_->take(device);
     if (!stream.ok()) return stream.status();

@@ -1,5 +1,6 @@
 #include "service/device_collective.h"
 
+#include <string>
 #include <vector>
 
 namespace ringsync::service {
@@ -11,6 +12,18 @@ Status copy_unless_same(DeviceQueue& queue, void* dst, const void* src, std::siz
 }
 
 }  // namespace
+
+Status check_reachable(const std::vector<int>& devices, int queue_device, DeviceBackend& backend) {
+  for (std::size_t r = 0; r < devices.size(); ++r) {
+    if (devices[r] < 0 || backend.reachable(queue_device, devices[r])) continue;
+    return Status::InvalidArgument(
+        "local rank " + std::to_string(r) + "'s buffers are on GPU " + std::to_string(devices[r]) +
+        ", which GPU " + std::to_string(queue_device) +
+        " (local rank 0's) cannot access directly (no peer access between them); run the "
+        "ranks of one node on GPUs with peer access, or copy the tensors to one GPU first");
+  }
+  return Status::Ok();
+}
 
 Status spread_from_first(const LocalPlan& plan, std::size_t bytes, DeviceQueue& queue) {
   for (std::size_t r = 1; r < plan.ranks.size(); ++r)

@@ -5,11 +5,18 @@
 // host path's LocalPlan with device addresses (opened IPC mappings).
 #pragma once
 
+#include <vector>
+
 #include "common/status.h"
 #include "service/device_backend.h"
 #include "service/local_collective.h"
 
 namespace ringsync::service {
+
+// kInvalidArgument unless work queued on GPU `queue_device` can read every local
+// rank's GPU (`devices`, by local rank): a kernel reading a GPU it cannot reach
+// would fail with an error that poisons the daemon's CUDA context for everyone.
+Status check_reachable(const std::vector<int>& devices, int queue_device, DeviceBackend& backend);
 
 // Queues the collective and waits for it; the first failure.
 Status run_on_device(const LocalPlan& plan, DeviceQueue& queue);

@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 #include <algorithm>
 #include <exception>
+#include <vector>
 
 #include "common/log.h"
 #include "service/device_collective.h"
@@ -17,6 +18,13 @@ namespace {
 // The device of the queue a collective runs on: where local rank 0's output is.
 int queue_device(const PendingCollective& collective) {
   return collective.submissions.empty() ? 0 : std::max(0, collective.submissions.front().device);
+}
+
+// Each local rank's GPU (-1: no buffer).
+std::vector<int> rank_devices(const PendingCollective& collective) {
+  std::vector<int> devices;
+  for (const auto& s : collective.submissions) devices.push_back(s.device);
+  return devices;
 }
 
 }  // namespace
@@ -73,8 +81,8 @@ void DeviceService::register_allocation(const std::shared_ptr<ClientSession>& se
                             std::to_string(request.device) + "): " + mapped.status().message());
         auto opened = std::make_shared<const DeviceMapping>(
             static_cast<std::byte*>(mapped->base), request.bytes, mapped->device,
-            [backend](void* b) {
-              if (Status s = backend->close_ipc(b); !s.ok())
+            [backend, device = mapped->device](void* b) {
+              if (Status s = backend->close_ipc(b, device); !s.ok())
                 RS_LOG(warn, "device") << "unmapping a GPU allocation: " << s.message();
             });
         RINGSYNC_RETURN_IF_ERROR(DeviceTable::check_mapped_size(request, mapped->bytes));
@@ -124,7 +132,9 @@ void DeviceService::forget(ClientSession& session) {
 void DeviceService::run_local(PendingCollective collective, Done done) {
   auto shared = std::make_shared<PendingCollective>(std::move(collective));
   on_pool(
-      [backend = backend_, plan = plan_of(*shared), device = queue_device(*shared)]() -> Status {
+      [backend = backend_, plan = plan_of(*shared), device = queue_device(*shared),
+       devices = rank_devices(*shared)]() -> Status {
+        RINGSYNC_RETURN_IF_ERROR(check_reachable(devices, device, *backend));
         auto queue = backend->queue(device);
         if (!queue.ok()) return queue.status();
         return run_on_device(plan, **queue);
@@ -139,7 +149,8 @@ void DeviceService::stage_in(PendingCollective collective, NodeShape shape, Done
   auto staging = std::make_shared<std::unique_ptr<DeviceStaging>>();
   on_pool(
       [backend = backend_, plan = plan_of(*shared), shape, device = queue_device(*shared),
-       staging]() -> Status {
+       devices = rank_devices(*shared), staging]() -> Status {
+        RINGSYNC_RETURN_IF_ERROR(check_reachable(devices, device, *backend));
         auto created = DeviceStaging::create(plan, shape, *backend);
         if (!created.ok()) return created.status();
         auto queue = backend->queue(device);

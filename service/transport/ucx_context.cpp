@@ -61,10 +61,13 @@ Result<ucp_config_t*> read_config(const UcxOptions& options) {
     if (std::getenv("UCX_RNDV_THRESH") == nullptr) settings.emplace_back("RNDV_THRESH", "inf");
     if (std::getenv("UCX_ZCOPY_THRESH") == nullptr) settings.emplace_back("ZCOPY_THRESH", "inf");
   }
-  if (options.tcp_segment_bytes != 0 && may_use(tls, {"tcp"})) {
+  // Both or neither: UCX refuses a receive segment smaller than the send segment, so
+  // one set in the environment leaves the pair to the environment and UCX's defaults.
+  if (options.tcp_segment_bytes != 0 && may_use(tls, {"tcp"}) &&
+      std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
     const std::string bytes = std::to_string(options.tcp_segment_bytes);
-    if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr) settings.emplace_back("TX_SEG_SIZE", bytes);
-    if (std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) settings.emplace_back("RX_SEG_SIZE", bytes);
+    settings.emplace_back("TX_SEG_SIZE", bytes);
+    settings.emplace_back("RX_SEG_SIZE", bytes);
   }
   for (const auto& [name, value] : settings) {
     if (ucs_status_t s = ucp_config_modify(config, name, value.c_str()); s != UCS_OK) {

@@ -31,7 +31,11 @@ class HostDeviceBackend final : public service::DeviceBackend {
     std::memcpy(&base, handle.data(), sizeof(base));  // tests put the address in the handle
     return service::MappedAllocation{base, allocation_bytes, device};
   }
-  Status close_ipc(void*) override { return Status::Ok(); }
+  Status close_ipc(void*, int) override { return Status::Ok(); }
+  // Every GPU reaches every other, unless a test says a pair cannot.
+  bool reachable(int device, int peer) override {
+    return device == peer || !(device == unreachable_from && peer == unreachable_to);
+  }
   Result<std::unique_ptr<service::DeviceQueue>> queue(int device) override {
     ++log.queues;
     last_device = device;
@@ -47,7 +51,8 @@ class HostDeviceBackend final : public service::DeviceBackend {
 
   Log log;
   int last_device = -1;
-  std::size_t allocation_bytes = std::size_t{1} << 40;  // what open_ipc() says an allocation holds
+  std::size_t allocation_bytes = std::size_t{1} << 40;
+  int unreachable_from = -1, unreachable_to = -1;  // a pair reachable() denies  // what open_ipc() says an allocation holds
 
  private:
   class Queue final : public service::DeviceQueue {

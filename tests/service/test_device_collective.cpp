@@ -158,3 +158,16 @@ TEST_CASE("zero elements and barriers queue nothing; a failing step is reported"
   CHECK(failed.code() == StatusCode::kInternal);
   CHECK(failed.message() == "injected device failure");
 }
+
+TEST_CASE("local ranks on a GPU that the queue's GPU cannot reach are refused before any work") {
+  HostDeviceBackend backend;
+  CHECK(check_reachable({0, 0, -1}, 0, backend).ok());  // -1: a rank without a buffer
+  CHECK(check_reachable({1, 2, 3}, 1, backend).ok());   // every pair reachable here
+  backend.unreachable_from = 1;
+  backend.unreachable_to = 3;
+  const Status refused = check_reachable({1, 2, 3}, 1, backend);
+  CHECK(refused.code() == StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("local rank 2's buffers are on GPU 3, which GPU 1") !=
+        std::string::npos);
+  CHECK(backend.log.queues == 0);
+}

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <poll.h>
 
+#include <cstdlib>
 #include <deque>
 #include <thread>
 
@@ -267,4 +268,23 @@ TEST_CASE("in peer-failure mode, shared memory is used only with shm_error_handl
     CHECK_MESSAGE(shared_memory == shm_error_handling, lanes);
     if (!shm_error_handling) CHECK_MESSAGE(lanes.find("tcp/lo") != std::string::npos, lanes);
   }
+}
+
+TEST_CASE("a tcp segment size set in the environment leaves both sizes to it, so UCX starts") {
+  // ringsyncd's 256 KiB send segments with a receive segment of 64 KiB from the
+  // environment would be refused by UCX (receive smaller than send).
+  for (const char* variable : {"UCX_TCP_RX_SEG_SIZE", "UCX_TCP_TX_SEG_SIZE"}) {
+    CAPTURE(variable);
+    ::setenv(variable, "64K", 1);
+    auto context = UcxContext::create(loopback("tcp,self"));
+    ::unsetenv(variable);
+    CHECK_MESSAGE(context.ok(), context.status().to_string());
+  }
+  auto job = make_job(2, loopback("tcp,self"));  // and the default pair works end to end
+  std::vector<std::byte> out(1 << 20, std::byte{7}), in(1 << 20);
+  Outcome send, recv;
+  job[0]->send(1, make_tag(1, 0, 0), out.data(), out.size(), send.callback());
+  job[1]->recv(0, make_tag(1, 0, 0), in.data(), in.size(), recv.callback());
+  REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
+  CHECK(in == out);
 }

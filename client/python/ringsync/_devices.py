@@ -27,6 +27,10 @@ from .errors import RingsyncError
 _CU_STREAM_LEGACY = 1
 
 
+# Buffers of GPU collectives abandoned and still in flight when their connection closed.
+_OUTLIVED = []
+
+
 class DeviceCall:
   """How a collective on GPU memory is submitted: after the work queued on `stream` (0: all
   work of the buffers' CUDA context)."""
@@ -127,10 +131,14 @@ class Devices:
         self._abandoned.extend(kept)
 
   def release_all(self):
-    """After rs_disconnect(): the daemon no longer touches this connection's buffers."""
+    """After rs_disconnect(). The daemon may still be writing the buffers of collectives that
+    were in flight (it finishes GPU work it started even for a client that left), and nothing
+    says when it is done: their buffers stay referenced for the life of the process, so that
+    the caching allocator never hands that memory to new tensors."""
     with self._abandoned_lock:
       pending, self._abandoned = self._abandoned, []
       self._closed = True
     lib = _capi.lib()
-    for request, _ in pending:
+    for request, buffers in pending:
       lib.rs_request_free(request)
+      _OUTLIVED.append(buffers)
