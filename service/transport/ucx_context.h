@@ -49,14 +49,15 @@ struct UcxOptions {
   // run ahead of a neighbour that has not posted its receives yet by up to its
   // first step's sends (which wait for no receive) — at most a segment of the
   // buffer per link and operation, held in UCX's buffers until matched. Measured
-  // with 64 MiB allreduces on 2 nodes: 17-24 MiB private memory per daemon.
+  // with 64 MiB allreduces on 2 nodes: at most 34 MiB private memory per daemon
+  // with the 256 KiB segments below, 17 MiB with UCX's 8 KiB ones.
   bool eager_without_rdma = true;
   // UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE when tcp may be used (neither when
   // the environment sets one; 0 leaves UCX's 8 KiB / 64 KiB): the size of the
   // fragments an eager message is cut into, one send() each. With 8 KiB a 512 KiB
   // ring chunk takes 64 fragments; unshaped 32 MiB allreduces (2 hosts x 2 ranks)
   // ran at 0.78 GB/s busbw with 8 KiB and 1.2-1.3 with 128 KiB to 512 KiB
-  // (docs/benchmarks.md).
+  // (docs/benchmarks.md). The price: UCX's buffers are bigger (see above).
   std::size_t tcp_segment_bytes = 256 * 1024;
 };
 
