@@ -60,17 +60,23 @@ struct Encoder {
           static_cast<std::uint8_t>(t.dtype), static_cast<std::uint8_t>(t.op), t.count, t.root));
     auto tensor_vector = b.CreateVector(tensors);
     auto cached = b.CreateVector(m.cached);
+    std::vector<flatbuffers::Offset<fb::InlineData>> data;
+    for (const auto& d : m.data)
+      data.push_back(fb::CreateInlineData(b, b.CreateString(d.name), b.CreateVector(d.data)));
+    auto data_vector = m.data.empty() ? 0 : b.CreateVector(data);
     return {fb::PeerBody::ReadyList,
-            fb::CreateReadyList(b, m.epoch, m.node_rank, tensor_vector, cached, m.plans_seen).Union()};
+            fb::CreateReadyList(b, m.epoch, m.node_rank, tensor_vector, cached, m.plans_seen, data_vector)
+                .Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const Plan& m) {
     std::vector<flatbuffers::Offset<fb::Operation>> ops;
     for (const auto& o : m.operations) {
       auto names = b.CreateVectorOfStrings(o.names);
       auto counts = b.CreateVector(o.counts);
+      auto result = o.result.empty() ? 0 : b.CreateVector(o.result);
       ops.push_back(fb::CreateOperation(b, o.sequence, static_cast<std::uint8_t>(o.kind),
                                         static_cast<std::uint8_t>(o.dtype),
-                                        static_cast<std::uint8_t>(o.op), o.root, names, counts));
+                                        static_cast<std::uint8_t>(o.op), o.root, names, counts, result));
     }
     std::vector<flatbuffers::Offset<fb::TensorError>> errors;
     for (const auto& e : m.errors)
@@ -112,6 +118,15 @@ Result<Message> decode_ready_list(const fb::ReadyList& m) {
     }
   }
   if (m.cached()) out.cached.assign(m.cached()->begin(), m.cached()->end());
+  if (m.data()) {
+    for (const auto* d : *m.data()) {
+      if (!d || !d->name() || d->name()->size() == 0)
+        return Status::ProtocolError("inline data without a tensor name");
+      InlineData item{d->name()->str(), {}};
+      if (d->data()) item.data.assign(d->data()->begin(), d->data()->end());
+      out.data.push_back(std::move(item));
+    }
+  }
   return Message(std::move(out));
 }
 
@@ -140,6 +155,11 @@ Result<Message> decode_plan(const fb::Plan& m) {
         op.names.push_back(n->str());
       }
       op.counts.assign(o->counts()->begin(), o->counts()->end());
+      if (o->result()) {
+        if (op.kind != wire::CollectiveKind::kAllreduce)
+          return Status::ProtocolError(what + " carries a result but is not an allreduce");
+        op.result.assign(o->result()->begin(), o->result()->end());
+      }
       out.operations.push_back(std::move(op));
     }
   }

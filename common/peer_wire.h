@@ -52,12 +52,19 @@ struct ReadyTensor {
   std::uint32_t root = 0;
 };
 
+// A node's local reduction of one small ready allreduce (schemas/peer.fbs).
+struct InlineData {
+  std::string name;
+  std::vector<std::uint8_t> data;
+};
+
 struct ReadyList {
   std::uint64_t epoch = 0;
   std::uint32_t node_rank = 0;
   std::vector<ReadyTensor> tensors;
   std::vector<std::uint64_t> cached;  // response-cache bit vector
   std::uint64_t plans_seen = 0;       // cycle of the last plan applied
+  std::vector<InlineData> data;       // small allreduces, by name
 };
 
 struct Operation {
@@ -68,6 +75,9 @@ struct Operation {
   std::uint32_t root = 0;
   std::vector<std::string> names;     // fused tensors, in buffer order
   std::vector<std::uint64_t> counts;  // elements of each
+  // Small allreduces: the finished result (all tensors back to back), reduced
+  // by node 0 from every node's InlineData. Empty: run the ring.
+  std::vector<std::uint8_t> result;
 };
 
 struct TensorError {

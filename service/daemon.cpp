@@ -50,7 +50,8 @@ Daemon::Daemon(DaemonConfig config)
       accept_retry_(io_),
       shutdown_deadline_(io_),
       metrics_(registry_),
-      pool_(pool_threads(config_.reduce_threads)) {}
+      pool_(pool_threads(config_.reduce_threads)),
+      busy_(config_.busy_poll) {}
 
 Daemon::~Daemon() {
   if (owns_socket_file_) ::unlink(config_.socket_path.c_str());
@@ -190,7 +191,7 @@ void Daemon::schedule_sweep() {
   });
 }
 
-void Daemon::run() { io_.run(); }
+void Daemon::run() { busy_.run(io_); }
 
 void Daemon::stop() {
   asio::post(io_, [this] { shutdown(); });

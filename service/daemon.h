@@ -22,6 +22,7 @@
 #include "service/metrics_http.h"
 #include "service/session.h"
 #include "service/timeline.h"
+#include "service/busy_poll.h"
 #include "service/work_pool.h"
 
 namespace ringsync::service {
@@ -89,6 +90,7 @@ class Daemon {
   DaemonMetrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   WorkPool pool_;
+  BusyPoll busy_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<cluster::ClusterNode> cluster_;  // multi-node jobs only
   std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it

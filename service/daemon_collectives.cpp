@@ -99,6 +99,8 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
                            ranks);
   if (timeline_ && !cluster_) timeline_->phase(collective.name, "LOCAL_COLLECTIVE", ready, Clock::now());
   for (auto& s : collective.submissions) s.complete(status);
+  // The ranks' next small request is due soon.
+  busy_.extend_for(payload_bytes(first, 1));
   RS_LOG(trace, "collective") << "tensor '" << collective.name << "' done: "
                                    << status.to_string();
 }

@@ -18,6 +18,8 @@ using config::Kind;
 
 constexpr std::uint64_t kMinFrameBytes = 4 * 1024;
 constexpr std::uint64_t kMinChunkBytes = 4 * 1024;
+// A plan frame carries inline results next to names (Coordinator::kMaxPlanBytes).
+constexpr std::uint64_t kMaxInlineBytes = 64 * 1024;
 constexpr std::uint64_t kChunkAlignment = 64;  // a cache line; a multiple of every element size
 constexpr std::uint64_t kMinClientBufferBytes = 4 * 1024;
 constexpr std::int64_t kMaxReduceThreads = 1024;
@@ -88,6 +90,7 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   if (c.cycle_time.count() < 0 || c.cycle_time > std::chrono::seconds(1))
     return Status::InvalidArgument("cycle-time must be between 0 and 1s" + from(cfg, "cycle-time"));
   c.fusion_threshold_bytes = cfg.get_bytes("fusion-threshold");
+  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "inline-bytes", 0, kMaxInlineBytes, c.inline_bytes));
   const std::int64_t cache = cfg.get_int("response-cache");
   if (cache < 0 || cache > (1 << 20))
     return Status::InvalidArgument("response-cache must be between 0 and 1048576" + from(cfg, "response-cache"));
@@ -131,6 +134,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "Subsystems that log: a comma list, all, or ^name to exclude one (e.g. ^ucx,^shm)."},
       {"handshake-timeout", Kind::kDuration, "10s", "seconds",
        "A connection that has not said hello by then is closed."},
+      {"busy-poll", Kind::kDuration, "100us", "seconds",
+       "After a small collective's events (64KiB or less) the control loop polls instead of sleeping "
+       "for this long, which saves a wake-up per step of a small allreduce; 0 turns it off."},
       {"hostfile", Kind::kPath, "", "",
        "Multi-node job: one line per node, 'host[:port] slots=L', in node-rank order. Without "
        "--hostfile or --hosts the daemon serves this node alone."},
@@ -154,6 +160,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"fusion-threshold", Kind::kBytes, "128MiB", "bytes",
        "Ready allreduces of one dtype and op are fused into one ring operation up to this size; 0 "
        "disables fusion."},
+      {"inline-bytes", Kind::kBytes, "8KiB", "bytes",
+       "Allreduces up to this size (fused ones together) go with negotiation: node 0 reduces every "
+       "node's data and sends the result with the plan, with no ring; 0 always runs the ring."},
       {"response-cache", Kind::kInt, "1024", "tensors",
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
       {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},
@@ -187,6 +196,9 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "collective-timeout", d.collective_timeout));
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "stall-warning", d.stall_warning));
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "handshake-timeout", d.client_handshake_timeout));
+  d.busy_poll = cfg.get_duration("busy-poll");
+  if (d.busy_poll.count() < 0 || d.busy_poll > std::chrono::milliseconds(10))
+    return Status::InvalidArgument("busy-poll must be between 0 and 10ms" + from(cfg, "busy-poll"));
 
   RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-frame-bytes", kMinFrameBytes, wire::kMaxFrameBytes,
                                           d.max_frame_bytes));

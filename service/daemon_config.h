@@ -34,6 +34,7 @@ struct ClusterConfig {
   std::chrono::nanoseconds peer_timeout{0};        // --peer-timeout, default 5s
   std::chrono::nanoseconds cycle_time{0};          // --cycle-time, default 1ms
   std::uint64_t fusion_threshold_bytes = 0;        // --fusion-threshold, 128MiB
+  std::uint64_t inline_bytes = 0;                  // --inline-bytes, default 8KiB
   std::size_t response_cache_capacity = 0;         // --response-cache, default 1024
   std::uint64_t ring_chunk_bytes = 0;              // --ring-chunk-bytes, 512KiB
   std::uint32_t ring_window = 0;                   // --ring-window, default 4
@@ -79,6 +80,9 @@ struct DaemonConfig {
   // --handshake-timeout, default 10s: a connection that has not said hello by then
   // is closed.
   std::chrono::nanoseconds client_handshake_timeout{0};
+  // --busy-poll, default 100us: after a small collective's events the control
+  // loop polls instead of sleeping for this long (service/busy_poll.h); 0: never.
+  std::chrono::nanoseconds busy_poll{0};
 
   ClusterConfig cluster;
 };

@@ -70,9 +70,12 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                              "the last sweep period.",
                              {"peer", "direction"})),
       ring_operations(r.counter("ringsync_ring_operations_total",
-                                "Operations the ring ran (fused tensors count once).", {"op"})),
+                                "Planned operations run (fused tensors count once; incl. inline ones).",
+                                {"op"})),
       fused_tensors(r.counter("ringsync_fused_tensors_total",
                               "Tensors that ran inside ring operations.")),
+      inline_operations(r.counter("ringsync_inline_operations_total",
+                                  "Small allreduces whose result came with the plan, with no ring.")),
       negotiation(r.histogram("ringsync_negotiation_seconds",
                               "Time from a tensor being ready on this node to the coordinator's "
                               "plan naming it (includes waiting for the other nodes).",

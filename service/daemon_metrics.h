@@ -51,6 +51,7 @@ struct DaemonMetrics {
   metrics::GaugeFamily& link_bandwidth;       // peer, direction
   metrics::CounterFamily& ring_operations;    // op
   metrics::CounterFamily& fused_tensors;
+  metrics::CounterFamily& inline_operations;
   metrics::HistogramFamily& negotiation;
   metrics::CounterFamily& cache_hits;
   metrics::CounterFamily& cache_misses;

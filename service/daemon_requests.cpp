@@ -241,6 +241,7 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   auto job_it = jobs_.find(session->membership->job_id);
   if (job_it == jobs_.end()) return reject(Status::Internal("job vanished"), "internal");
   Job& job = job_it->second;
+  if (request.count <= BusyPoll::kSmallBytes) busy_.extend_for(request.count * dtype_size(request.dtype));
   auto submission = prepare(session, job, request);
   if (!submission.ok()) return reject(submission.status(), "invalid_argument");
   if (request.staged)  // prepare() checked that count * element size does not overflow

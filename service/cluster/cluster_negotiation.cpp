@@ -3,8 +3,11 @@
 // same order. Repeat tensors travel as response-cache bits.
 #include <boost/asio/post.hpp>
 
+#include <unordered_map>
+
 #include "common/log.h"
 #include "service/cluster/cluster_node.h"
+#include "service/cluster/inline_allreduce.h"
 #include "service/timeline.h"
 
 namespace ringsync::service::cluster {
@@ -38,7 +41,7 @@ void ClusterNode::local_ready(PendingCollective collective) {
 }
 
 void ClusterNode::report(const PendingCollective& front) {
-  unreported_.push_back(describe(front));
+  unreported_.push_back({describe(front), local_reduction(front, config_.inline_bytes)});
   schedule_report();
 }
 
@@ -66,10 +69,11 @@ void ClusterNode::send_report() {
   if (!formed_ || unreported_.empty()) return;
   last_report_ = Clock::now();
   // Frames are bounded: a long list goes as several.
-  std::vector<peer_wire::ReadyTensor> rest;
+  std::vector<Unreported> rest;
   std::size_t bytes = 0;
   for (std::size_t i = 0; i < unreported_.size(); ++i) {
-    bytes += unreported_[i].name.size() + 32;
+    const Unreported& u = unreported_[i];
+    bytes += 2 * u.tensor.name.size() + 32 + (u.data ? u.data->size() : 0);
     if (i > 0 && bytes > negotiation::Coordinator::kMaxPlanBytes) {
       rest.assign(std::make_move_iterator(unreported_.begin() + static_cast<std::ptrdiff_t>(i)),
                   std::make_move_iterator(unreported_.end()));
@@ -82,8 +86,9 @@ void ClusterNode::send_report() {
   list.node_rank = config_.node_rank;
   // Looked up now, so the bits refer to the cache as of plans_seen.
   std::vector<std::uint32_t> bits;
-  for (auto& tensor : unreported_) {
+  for (auto& [tensor, data] : unreported_) {
     in_negotiation_.insert(tensor.name);
+    if (data) list.data.push_back({tensor.name, std::move(*data)});
     const auto bit = cache_ ? cache_->lookup(tensor) : std::nullopt;
     if (bit) {
       bits.push_back(*bit);
@@ -123,6 +128,8 @@ void ClusterNode::record_in_cache(const peer_wire::ReadyTensor& tensor, std::uin
 void ClusterNode::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
   if (!coordinator_) return;
   std::vector<peer_wire::ReadyTensor> tensors = std::move(list.tensors);
+  std::unordered_map<std::string, std::vector<std::uint8_t>> inline_data;
+  for (auto& d : list.data) inline_data[d.name] = std::move(d.data);
   for (std::uint32_t bit : negotiation::from_bits(list.cached)) {
     auto tensor = resolve_bit(bit, list.plans_seen);
     if (!tensor) {
@@ -133,7 +140,15 @@ void ClusterNode::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
     }
     tensors.push_back(std::move(*tensor));
   }
-  coordinator_->add_ready(from, tensors, Clock::now());
+  std::vector<std::vector<std::uint8_t>> data;
+  if (!inline_data.empty()) {
+    data.resize(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      auto it = inline_data.find(tensors[i].name);
+      if (it != inline_data.end()) data[i] = std::move(it->second);
+    }
+  }
+  coordinator_->add_ready(from, tensors, Clock::now(), std::move(data));
   schedule_plan();
 }
 
@@ -190,6 +205,28 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     hooks_.fail(taken->first, Status::Mismatch(message), "mismatch");
   }
   for (const auto& op : plan.operations) {
+    if (!op.result.empty()) {
+      std::vector<PendingCollective> tensors;
+      std::vector<Clock::time_point> ready_at;
+      for (const auto& name : op.names) {
+        auto taken = take(name);
+        if (!taken) {
+          for (std::size_t i = 0; i < tensors.size(); ++i)
+            hooks_.fail(tensors[i], Status::PeerLost("the plan names a tensor not ready here"), "peer_lost");
+          lose(Status::Internal("the plan names tensor '" + name + "' which is not ready on " +
+                                node_name(config_.node_rank)));
+          return;
+        }
+        metrics_.negotiation.with().observe(std::chrono::duration<double>(now - taken->second).count());
+        if (timeline_) timeline_->phase(name, "NEGOTIATE", taken->second, now);
+        record_in_cache(peer_wire::ReadyTensor{name, op.kind, op.dtype, op.op, op.counts[tensors.size()], op.root},
+                        plan.cycle);
+        tensors.push_back(std::move(taken->first));
+        ready_at.push_back(taken->second);
+      }
+      complete_inline(op, std::move(tensors), std::move(ready_at));
+      continue;
+    }
     auto running = std::make_shared<Running>();
     running->op = op;
     for (std::size_t i = 0; i < op.names.size(); ++i) {
@@ -211,6 +248,44 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     queued_.push_back(std::move(running));
   }
   start_operations();
+}
+
+void ClusterNode::complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
+                                  std::vector<Clock::time_point> ready_at) {
+  const Clock::time_point start = Clock::now();
+  metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
+  metrics_.fused_tensors.with().inc(static_cast<double>(op.names.size()));
+  metrics_.inline_operations.with().inc();
+  const std::size_t elem = dtype_size(op.dtype);
+  std::uint64_t total = 0;
+  for (auto c : op.counts) total += c;
+  // Node 0 built the result from every node's data; a wrong size is a bug
+  // there, and no rank gets a partial answer.
+  Status status = total * elem == op.result.size()
+                      ? Status::Ok()
+                      : Status::Internal("the plan's result for operation " + std::to_string(op.sequence) +
+                                         " has " + std::to_string(op.result.size()) + " bytes, not " +
+                                         std::to_string(total * elem));
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < tensors.size() && status.ok(); ++i) {
+    const std::size_t bytes = static_cast<std::size_t>(op.counts[i]) * elem;
+    status = copy_result(tensors[i], std::span(op.result).subspan(offset, bytes));
+    offset += bytes;
+  }
+  if (timeline_)
+    for (const auto& name : op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
+  const std::size_t ranks = static_cast<std::size_t>(num_nodes()) * slots();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (status.ok()) {
+      hooks_.succeed(tensors[i], ready_at[i], ranks);
+    } else {
+      hooks_.fail(tensors[i], status, status_label(status.code()));
+    }
+  }
+  if (!status.ok()) {
+    RS_LOG(error, "collective") << status.message();
+    lose(status);
+  }
 }
 
 }  // namespace ringsync::service::cluster

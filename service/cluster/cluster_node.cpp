@@ -202,7 +202,9 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
     link->start_heartbeats(config_.heartbeat_interval, config_.peer_timeout);
   };
   if (config_.node_rank == 0) {
-    coordinator_ = std::make_unique<negotiation::Coordinator>(num_nodes(), config_.fusion_threshold_bytes);
+    coordinator_ = std::make_unique<negotiation::Coordinator>(
+        num_nodes(), config_.fusion_threshold_bytes,
+        negotiation::InlineOptions{config_.inline_bytes, std::uint64_t{num_nodes()} * slots()});
     worker_links_ = std::move(membership.workers);
     for (std::uint32_t r = 1; r < worker_links_.size(); ++r)
       if (worker_links_[r]) wire(r, worker_links_[r]);

@@ -134,6 +134,9 @@ class ClusterNode {
   void schedule_plan();
   void make_plan();
   void on_plan(const peer_wire::Plan& plan);
+  // An operation whose result came with the plan: copy it out and answer.
+  void complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
+                       std::vector<Clock::time_point> ready_at);
   std::optional<peer_wire::ReadyTensor> resolve_bit(std::uint32_t bit, std::uint64_t plans_seen);
   void record_in_cache(const peer_wire::ReadyTensor& tensor, std::uint64_t cycle);
 
@@ -174,7 +177,12 @@ class ClusterNode {
 
   // Negotiation.
   std::map<std::string, Waiting> waiting_;
-  std::vector<peer_wire::ReadyTensor> unreported_;
+  // Ready here, not yet sent to node 0; data: a small allreduce's local reduction.
+  struct Unreported {
+    peer_wire::ReadyTensor tensor;
+    std::optional<std::vector<std::uint8_t>> data;
+  };
+  std::vector<Unreported> unreported_;
   bool report_scheduled_ = false;
   Clock::time_point last_report_{};
   std::set<std::string> in_negotiation_;  // reported, plan not yet here

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/reduce.h"
 #include "service/pending_collective.h"
 
 namespace ringsync::service::negotiation {
@@ -51,13 +52,15 @@ std::string disagreement(const std::string& name,
   return message;
 }
 
-Coordinator::Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold_bytes)
-    : num_nodes_(num_nodes), fusion_threshold_(fusion_threshold_bytes) {}
+Coordinator::Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold_bytes,
+                         InlineOptions inline_options)
+    : num_nodes_(num_nodes), fusion_threshold_(fusion_threshold_bytes), inline_(inline_options) {}
 
 void Coordinator::add_ready(std::uint32_t node, const std::vector<peer_wire::ReadyTensor>& tensors,
-                            Clock::time_point now) {
+                            Clock::time_point now, std::vector<std::vector<std::uint8_t>> data) {
   if (node >= num_nodes_) return;
-  for (const auto& t : tensors) {
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const peer_wire::ReadyTensor& t = tensors[i];
     auto [it, inserted] = table_.try_emplace(t.name);
     Entry& e = it->second;
     if (inserted) {
@@ -71,6 +74,10 @@ void Coordinator::add_ready(std::uint32_t node, const std::vector<peer_wire::Rea
       continue;
     }
     e.by_node[node] = t;
+    if (i < data.size() && !data[i].empty() && inline_.max_bytes > 0) {
+      e.data.resize(num_nodes_);
+      e.data[node] = std::move(data[i]);
+    }
     if (++e.reported == num_nodes_) ready_.emplace(e.arrival, t.name);
   }
 }
@@ -79,13 +86,16 @@ peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle, std:
   peer_wire::Plan plan{epoch, cycle, {}, {}};
   std::optional<std::size_t> open;  // index of the allreduce still taking fused tensors
   std::uint64_t open_bytes = 0;
+  bool open_inline = false;  // whether it carries its result
   std::size_t plan_bytes = 0;
   // Ready everywhere, in arrival order.
   while (!ready_.empty()) {
     const std::string name = ready_.begin()->second;
     Entry& e = table_.at(name);
     std::string problem = !e.duplicate.empty() ? e.duplicate : disagreement(name, e.by_node);
-    const std::size_t cost = name.size() + problem.size() + 32;  // encoded, roughly
+    const bool small = problem.empty() && inline_ready(e);
+    const std::size_t cost = name.size() + problem.size() + 32 +  // encoded, roughly
+                             (small ? static_cast<std::size_t>(bytes_of(*e.by_node.front())) : 0);
     if (plan_bytes > 0 && plan_bytes + cost > max_bytes) break;
     plan_bytes += cost;
     ready_.erase(ready_.begin());
@@ -97,20 +107,48 @@ peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle, std:
     const peer_wire::ReadyTensor& t = *e.by_node.front();
     const std::uint64_t bytes = bytes_of(t);
     const bool fusable = t.kind == wire::CollectiveKind::kAllreduce && fusion_threshold_ > 0;
+    // Inline tensors fuse with inline tensors only, up to the inline limit.
+    const std::uint64_t limit = small ? std::min(fusion_threshold_, inline_.max_bytes) : fusion_threshold_;
     peer_wire::Operation* fused = open ? &plan.operations[*open] : nullptr;
-    if (fusable && fused && fused->dtype == t.dtype && fused->op == t.op &&
-        open_bytes + bytes <= fusion_threshold_) {
+    if (fusable && fused && fused->dtype == t.dtype && fused->op == t.op && open_inline == small &&
+        open_bytes + bytes <= limit) {
       fused->names.push_back(name);
       fused->counts.push_back(t.count);
       open_bytes += bytes;
     } else {
-      plan.operations.push_back({next_sequence_++, t.kind, t.dtype, t.op, t.root, {name}, {t.count}});
+      plan.operations.push_back({next_sequence_++, t.kind, t.dtype, t.op, t.root, {name}, {t.count}, {}});
+      fused = &plan.operations.back();
       open = fusable ? std::optional<std::size_t>(plan.operations.size() - 1) : std::nullopt;
       open_bytes = bytes;
+      open_inline = small;
     }
+    if (small) append_result(e, *fused);
     table_.erase(name);
   }
   return plan;
+}
+
+bool Coordinator::inline_ready(const Entry& e) const {
+  if (e.data.size() != num_nodes_) return false;
+  const peer_wire::ReadyTensor& t = *e.by_node.front();
+  const std::uint64_t bytes = bytes_of(t);
+  if (t.kind != wire::CollectiveKind::kAllreduce || bytes == 0 || bytes > inline_.max_bytes) return false;
+  // A node whose data has another size is not trusted with the result: the
+  // tensor runs the ring instead.
+  return std::all_of(e.data.begin(), e.data.end(), [&](const auto& d) { return d.size() == bytes; });
+}
+
+void Coordinator::append_result(const Entry& e, peer_wire::Operation& op) const {
+  const peer_wire::ReadyTensor& t = *e.by_node.front();
+  const std::size_t bytes = static_cast<std::size_t>(bytes_of(t));
+  const std::size_t at = op.result.size();
+  op.result.resize(at + bytes);
+  std::vector<const void*> srcs;
+  for (const auto& d : e.data) srcs.push_back(d.data());
+  // Nodes summed their ranks for avg; the job's rank count divides once, here.
+  const ReduceOp node_op = t.op == ReduceOp::kAvg ? ReduceOp::kSum : t.op;
+  reduce::reduce(op.result.data() + at, srcs.data(), srcs.size(), t.count, t.dtype, node_op);
+  if (t.op == ReduceOp::kAvg) reduce::divide(op.result.data() + at, t.count, t.dtype, inline_.ranks);
 }
 
 std::vector<Coordinator::Stall> Coordinator::stalled(Clock::time_point now,

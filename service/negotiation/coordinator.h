@@ -18,16 +18,26 @@ namespace ringsync::service::negotiation {
 
 using Clock = std::chrono::steady_clock;
 
+// Small allreduces answered from the plan (docs/cluster.md, "Small
+// allreduces"): when every node sent its local reduction of a tensor with its
+// ready list, node 0 reduces them and the plan carries the result; no ring runs.
+struct InlineOptions {
+  std::uint64_t max_bytes = 0;  // largest inline operation (fused tensors together); 0: never
+  std::uint64_t ranks = 1;      // every rank of the job: avg divides by this
+};
+
 class Coordinator {
  public:
   // fusion_threshold_bytes: ready allreduces of one dtype and op are packed into
   // one operation up to this many bytes (0 disables fusion).
-  Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold_bytes);
+  Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold_bytes, InlineOptions inline_options = {});
 
   // Records that `node` has these tensors ready (all its local ranks submitted).
   // A node reporting a name twice before it ran is an error for that tensor.
+  // data[i], when given and not empty, is the node's local reduction of
+  // tensors[i] (an allreduce of at most InlineOptions::max_bytes).
   void add_ready(std::uint32_t node, const std::vector<peer_wire::ReadyTensor>& tensors,
-                 Clock::time_point now);
+                 Clock::time_point now, std::vector<std::vector<std::uint8_t>> data = {});
 
   // Takes every tensor ready on all nodes, in the order the coordinator first
   // heard of them: the ones the nodes agree on become operations (fused where
@@ -58,10 +68,17 @@ class Coordinator {
     std::vector<std::optional<peer_wire::ReadyTensor>> by_node;
     std::size_t reported = 0;
     std::string duplicate;  // a node reported it twice: the message
+    std::vector<std::vector<std::uint8_t>> data;  // by node: local reductions, when sent
   };
+
+  // Whether every node sent e's data, each of the tensor's size.
+  bool inline_ready(const Entry& e) const;
+  // Appends the reduction of every node's data of e (finished: avg divided).
+  void append_result(const Entry& e, peer_wire::Operation& op) const;
 
   std::uint32_t num_nodes_;
   std::uint64_t fusion_threshold_;
+  InlineOptions inline_;
   std::uint64_t next_arrival_ = 0;
   std::uint32_t next_sequence_ = 1;
   std::map<std::string, Entry> table_;

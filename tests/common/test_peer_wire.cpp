@@ -54,6 +54,8 @@ TEST_CASE("peer messages survive encode and decode") {
   ready.tensors.push_back({"emb", wire::CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum, 7, 5});
   ready.cached = {0x5, 1ull << 63};
   ready.plans_seen = 1ull << 40;
+  ready.data.push_back({"w1", {1, 2, 3, 250}});
+  ready.data.push_back({"cached-one", {}});
   auto rl = std::get<ReadyList>(round_trip(ready));
   CHECK(rl.plans_seen == 1ull << 40);
   REQUIRE(rl.tensors.size() == 2);
@@ -63,16 +65,26 @@ TEST_CASE("peer messages survive encode and decode") {
   CHECK(rl.tensors[1].kind == wire::CollectiveKind::kBroadcast);
   CHECK(rl.tensors[1].root == 5);
   CHECK(rl.cached == ready.cached);
+  REQUIRE(rl.data.size() == 2);
+  CHECK(rl.data[0].name == "w1");
+  CHECK(rl.data[0].data == std::vector<std::uint8_t>{1, 2, 3, 250});
+  CHECK(rl.data[1].name == "cached-one");
+  CHECK(rl.data[1].data.empty());
+  CHECK(std::get<ReadyList>(round_trip(ReadyList{})).data.empty());
 
   Plan plan;
   plan.epoch = 3;
   plan.cycle = 99;
   plan.operations.push_back({12, wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 0,
                              {"a", "b", "c"}, {1, 2, 3}});
+  plan.operations.push_back({13, wire::CollectiveKind::kAllreduce, DType::kI32, ReduceOp::kMax, 0,
+                             {"small"}, {2}, {1, 0, 0, 0, 7, 0, 0, 0}});
   plan.errors.push_back({"x", "local ranks disagree"});
   auto p = std::get<Plan>(round_trip(plan));
-  REQUIRE(p.operations.size() == 1);
+  REQUIRE(p.operations.size() == 2);
   CHECK(p.operations[0].sequence == 12);
+  CHECK(p.operations[0].result.empty());
+  CHECK(p.operations[1].result == std::vector<std::uint8_t>{1, 0, 0, 0, 7, 0, 0, 0});
   CHECK(p.operations[0].names == std::vector<std::string>{"a", "b", "c"});
   CHECK(p.operations[0].counts == std::vector<std::uint64_t>{1, 2, 3});
   REQUIRE(p.errors.size() == 1);
@@ -110,6 +122,25 @@ TEST_CASE("bad peer frames are refused with a reason") {
     auto ops = b.CreateVector(std::vector<flatbuffers::Offset<fb::Operation>>{op});
     b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::Plan, fb::CreatePlan(b, 1, 1, ops).Union()));
     CHECK(decode(finished(b)).status().message() == "operation 3 has 2 names and 1 counts");
+  }
+  {  // only an allreduce has a result to carry
+    flatbuffers::FlatBufferBuilder b;
+    auto names = b.CreateVectorOfStrings(std::vector<std::string>{"a"});
+    auto counts = b.CreateVector(std::vector<std::uint64_t>{1});
+    auto result = b.CreateVector(std::vector<std::uint8_t>{1, 2, 3, 4});
+    auto op = fb::CreateOperation(b, 4, static_cast<std::uint8_t>(wire::CollectiveKind::kBroadcast), 0, 0, 0,
+                                  names, counts, result);
+    auto ops = b.CreateVector(std::vector<flatbuffers::Offset<fb::Operation>>{op});
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::Plan, fb::CreatePlan(b, 1, 1, ops).Union()));
+    CHECK(decode(finished(b)).status().message() == "operation 4 carries a result but is not an allreduce");
+  }
+  {  // inline data names its tensor
+    flatbuffers::FlatBufferBuilder b;
+    auto d = fb::CreateInlineData(b, 0, b.CreateVector(std::vector<std::uint8_t>{1}));
+    auto ds = b.CreateVector(std::vector<flatbuffers::Offset<fb::InlineData>>{d});
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::ReadyList,
+                                 fb::CreateReadyList(b, 1, 0, 0, 0, 0, ds).Union()));
+    CHECK(decode(finished(b)).status().message() == "inline data without a tensor name");
   }
   {  // unknown dtype in a ready tensor
     flatbuffers::FlatBufferBuilder b;

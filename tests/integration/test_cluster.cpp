@@ -180,9 +180,27 @@ TEST_CASE("cluster: daemons start and form the ring and stop cleanly") {
 
 TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
   ClusterFixture cluster(options(2, 2));
-  // 786433 f32 is 3 MiB and odd, so ring segments are uneven.
+  // 786433 f32 is 3 MiB and odd, so ring segments are uneven. Up to 1001
+  // elements (8 KiB) allreduces get their result with the plan, not the ring.
   CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "3", "1001", "786433"}));
   CHECK(all_running(cluster));
+  for (int node = 0; node < cluster.nodes(); ++node)
+    CHECK_MESSAGE(metric_value(cluster.metrics(node), "ringsync_inline_operations_total").value_or(0) > 0,
+                  node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-bytes 0)") {
+  ClusterFixture cluster(options(2, 2, {"--inline-bytes", "0"}));
+  CHECK(run_job(cluster, "collectives", {"collectives", "1", "3", "1001"}));
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    const std::string metrics = cluster.metrics(node);
+    const std::string summary =
+        node_metric_summary(cluster, {"ringsync_inline_operations_total", "ringsync_ring_operations_total"});
+    CHECK_MESSAGE(metric_value(metrics, "ringsync_inline_operations_total").value_or(0) == 0, summary);
+    CHECK_MESSAGE(metric_value(metrics, "ringsync_ring_operations_total").value_or(0) > 0, summary);
+  }
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include "service/negotiation/coordinator.h"
 
 using namespace ringsync;
@@ -115,4 +117,90 @@ TEST_CASE("a plan stays within its byte budget; the rest comes in the next plans
   REQUIRE(order.size() == 100);
   for (int i = 0; i < 100; ++i) CHECK(order[i] == std::string(1000, 'a') + std::to_string(1000 + i));
   CHECK(c.pending() == 0);
+}
+
+namespace {
+
+template <typename T>
+std::vector<std::uint8_t> bytes_of(std::vector<T> values) {
+  std::vector<std::uint8_t> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+template <typename T>
+std::vector<T> values_of(const std::vector<std::uint8_t>& bytes, std::size_t at, std::size_t count) {
+  std::vector<T> out(count);
+  std::memcpy(out.data(), bytes.data() + at, count * sizeof(T));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("small allreduces: node 0 reduces every node's data and the plan carries the result") {
+  Coordinator c(3, 1 << 20, InlineOptions{64, 6});  // 3 nodes of 2 ranks
+  const auto avg = allreduce("avg", 3, DType::kF32, ReduceOp::kAvg);
+  const auto max = allreduce("max", 2, DType::kI64, ReduceOp::kMax);
+  // Each node's data is its two ranks' sum (avg) or max.
+  c.add_ready(0, {avg, max}, t0, {bytes_of<float>({2, 4, 6}), bytes_of<std::int64_t>({-5, 9})});
+  c.add_ready(1, {avg, max}, t0, {bytes_of<float>({4, 8, 12}), bytes_of<std::int64_t>({7, -1})});
+  c.add_ready(2, {max, avg}, t0, {bytes_of<std::int64_t>({3, 100}), bytes_of<float>({6, 0, 0})});
+  auto plan = c.plan(1, 1);
+  REQUIRE(plan.operations.size() == 2);  // another dtype and op: not fused
+  CHECK(plan.operations[0].names == std::vector<std::string>{"avg"});
+  CHECK(values_of<float>(plan.operations[0].result, 0, 3) == std::vector<float>{2, 2, 3});  // sum / 6 ranks
+  CHECK(values_of<std::int64_t>(plan.operations[1].result, 0, 2) == std::vector<std::int64_t>{7, 100});
+}
+
+TEST_CASE("small allreduces fuse with each other up to the inline limit, never with ring tensors") {
+  Coordinator c(2, 1 << 20, InlineOptions{16, 2});
+  const auto a = allreduce("a", 2), b = allreduce("b", 2), big = allreduce("big", 8), d = allreduce("d", 2),
+             e = allreduce("e", 2);
+  const auto two = bytes_of<float>({1, 2});
+  c.add_ready(0, {a, b, big, d, e}, t0, {two, two, {}, two, two});
+  c.add_ready(1, {a, b, big, d, e}, t0, {two, two, {}, two, two});
+  auto plan = c.plan(1, 1);
+  REQUIRE(plan.operations.size() == 3);
+  CHECK(plan.operations[0].names == std::vector<std::string>{"a", "b"});  // 16 bytes: the limit
+  CHECK(values_of<float>(plan.operations[0].result, 0, 4) == std::vector<float>{2, 4, 2, 4});
+  CHECK(plan.operations[1].names == std::vector<std::string>{"big"});  // no data: the ring
+  CHECK(plan.operations[1].result.empty());
+  CHECK(plan.operations[2].names == std::vector<std::string>{"d", "e"});
+  CHECK(plan.operations[2].result.size() == 16);
+}
+
+TEST_CASE("a small allreduce runs the ring unless every node sent data of the right size") {
+  const auto t = allreduce("t", 2);
+  SUBCASE("a node without data") {
+    Coordinator c(2, 1 << 20, InlineOptions{64, 2});
+    c.add_ready(0, {t}, t0, {bytes_of<float>({1, 2})});
+    c.add_ready(1, {t}, t0);
+    auto plan = c.plan(1, 1);
+    REQUIRE(plan.operations.size() == 1);
+    CHECK(plan.operations[0].result.empty());
+  }
+  SUBCASE("data of another size") {
+    Coordinator c(2, 1 << 20, InlineOptions{64, 2});
+    c.add_ready(0, {t}, t0, {bytes_of<float>({1, 2})});
+    c.add_ready(1, {t}, t0, {bytes_of<float>({1, 2, 3})});
+    auto plan = c.plan(1, 1);
+    REQUIRE(plan.operations.size() == 1);
+    CHECK(plan.operations[0].result.empty());
+  }
+  SUBCASE("inline results turned off on node 0") {
+    Coordinator c(2, 1 << 20, InlineOptions{0, 2});
+    c.add_ready(0, {t}, t0, {bytes_of<float>({1, 2})});
+    c.add_ready(1, {t}, t0, {bytes_of<float>({1, 2})});
+    auto plan = c.plan(1, 1);
+    REQUIRE(plan.operations.size() == 1);
+    CHECK(plan.operations[0].result.empty());
+  }
+  SUBCASE("nodes that disagree get the error, not a result") {
+    Coordinator c(2, 1 << 20, InlineOptions{64, 2});
+    c.add_ready(0, {t}, t0, {bytes_of<float>({1, 2})});
+    c.add_ready(1, {allreduce("t", 2, DType::kF32, ReduceOp::kMin)}, t0, {bytes_of<float>({1, 2})});
+    auto plan = c.plan(1, 1);
+    CHECK(plan.operations.empty());
+    REQUIRE(plan.errors.size() == 1);
+  }
 }

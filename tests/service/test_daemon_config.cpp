@@ -53,6 +53,7 @@ TEST_CASE("daemon defaults") {
   CHECK(d->log_level == "info");
   CHECK(d->log_subsys == "all");
   CHECK(d->client_handshake_timeout == 10s);
+  CHECK(d->busy_poll == 100us);
 }
 
 TEST_CASE("the table: every tunable has a flag-style name, help, and a unit where it has one") {
@@ -66,9 +67,9 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
   CHECK(names == std::set<std::string>{"socket", "metrics-address", "collective-timeout", "stall-warning",
                                        "max-frame-bytes", "max-client-buffer-bytes", "reduce-threads",
                                        "reduce-chunk-bytes", "ready-file", "log-level", "log-subsys",
-                                       "handshake-timeout", "hostfile", "hosts", "node-rank",
+                                       "handshake-timeout", "busy-poll", "hostfile", "hosts", "node-rank",
                                        "control-address", "job-id", "job-token", "join-timeout",
-                                       "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold",
+                                       "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
                                        "response-cache", "ring-chunk-bytes", "ring-window", "ucx-transports",
                                        "ucx-net-devices", "timeline"});
 }
@@ -118,6 +119,10 @@ TEST_CASE("validation errors name the setting, its bound and where the value cam
         "collective-timeout must be longer than 0, got '0s' (--collective-timeout from flag)");
   CHECK(error_of({"--stall-warning=0"}).starts_with("stall-warning must be longer than 0"));
   CHECK(error_of({"--handshake-timeout=0ms"}).starts_with("handshake-timeout must be longer than 0"));
+  CHECK(error_of({"--busy-poll=11ms"}) == "busy-poll must be between 0 and 10ms (--busy-poll from flag)");
+  auto off = load({"--busy-poll=0"});
+  REQUIRE(off.ok());
+  CHECK(off->busy_poll == 0ns);
   CHECK(error_of({"--max-frame-bytes=2MiB"}) ==
         "max-frame-bytes must be between 4KiB and 1MiB, got '2MiB' (--max-frame-bytes from flag)");
   CHECK(error_of({"--max-frame-bytes=1K"}).starts_with("max-frame-bytes must be between 4KiB and 1MiB"));

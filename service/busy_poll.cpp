@@ -1,0 +1,29 @@
+#include "service/busy_poll.h"
+
+#include <thread>
+
+namespace ringsync::service {
+
+std::size_t BusyPoll::run(boost::asio::io_context& io) {
+  std::size_t handlers = 0;
+  while (!io.stopped()) {
+    if (window_.count() > 0 && Clock::now() < until_) {
+      const std::size_t n = io.poll();
+      handlers += n;
+      polled_handlers_ += n;
+      if (n == 0) {
+        ++empty_polls_;
+        // Let the trainers and the other threads of this core run: they are
+        // the ones about to produce the event polled for.
+        std::this_thread::yield();
+      }
+      continue;
+    }
+    const std::size_t n = io.run_one();
+    if (n == 0) break;  // stopped, or out of work
+    handlers += n;
+  }
+  return handlers;
+}
+
+}  // namespace ringsync::service

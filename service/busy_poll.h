@@ -1,0 +1,50 @@
+// The control loop's run: blocking (epoll) normally, busy polling for a short
+// window after small-collective activity. A small allreduce's next event (the
+// other local ranks' submissions, node 0's plan, the trainer's next request)
+// is due within tens of microseconds; sleeping in epoll and being woken costs
+// a scheduler wake-up each time, the largest part of small-message latency on
+// a busy host. The window is short and only small collectives open it, so an
+// idle daemon, or one moving large buffers, sleeps as before.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+
+namespace ringsync::service {
+
+class BusyPoll {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // window 0 turns busy polling off.
+  explicit BusyPoll(std::chrono::nanoseconds window) : window_(window) {}
+
+  // Collectives up to this size keep the loop polling.
+  static constexpr std::uint64_t kSmallBytes = 64 * 1024;
+
+  // Something small happened: poll instead of sleeping for the next window.
+  void extend() {
+    if (window_.count() > 0) until_ = Clock::now() + window_;
+  }
+  // extend() if `bytes` is a small collective's payload.
+  void extend_for(std::uint64_t bytes) {
+    if (bytes <= kSmallBytes) extend();
+  }
+
+  // Runs `io` until it stops (io_context::run with the polling window).
+  // Returns the handlers run, like run().
+  std::size_t run(boost::asio::io_context& io);
+
+  // Handlers run while polling, and polls that found nothing (for tests).
+  std::uint64_t polled_handlers() const { return polled_handlers_; }
+  std::uint64_t empty_polls() const { return empty_polls_; }
+
+ private:
+  std::chrono::nanoseconds window_;
+  Clock::time_point until_{};
+  std::uint64_t polled_handlers_ = 0;
+  std::uint64_t empty_polls_ = 0;
+};
+
+}  // namespace ringsync::service
