@@ -152,6 +152,11 @@ Result<wire::Message> Connection::receive(int timeout_ms) {
   }
 }
 
+bool Connection::readable() const {
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 int Connection::take_fd() {
   if (fds_.empty()) return -1;
   const int fd = fds_.front();

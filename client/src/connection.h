@@ -35,6 +35,11 @@ class Connection {
   // kProtocolError for a malformed frame. One reader at a time.
   Result<wire::Message> receive(int timeout_ms = -1);
 
+  // Whether bytes not yet consumed are buffered here (maybe a whole frame).
+  bool buffered() const { return in_end_ > in_begin_; }
+  // Whether the socket has data (or an end) to read now; never blocks.
+  bool readable() const;
+
   // The oldest descriptor that arrived with the frames read so far and was not
   // taken yet (the caller owns it), or -1. For the reader only.
   int take_fd();

@@ -67,17 +67,32 @@ Context::Context(Settings settings, std::unique_ptr<Connection> connection,
     : settings_(std::move(settings)),
       connection_(std::move(connection)),
       daemon_version_(std::move(daemon_version)),
-      device_(std::move(device)) {
-  receiver_ = std::thread([this] { receive_loop(); });
-}
+      device_(std::move(device)),
+      progress_(std::make_shared<Progress>(
+          *connection_, settings_.busy_poll, [this](wire::Message& m) { return dispatch(m); },
+          [this](const Status& why) { finish(why); })) {}
 
 Context::~Context() {
+  Status why;
   {
     std::lock_guard lock(mu_);
     if (!closed_) closed_ = Status::Closed("the connection was closed by rs_disconnect()");
+    why = *closed_;
   }
-  connection_->shutdown();
-  receiver_.join();
+  connection_->shutdown();  // a thread reading now gets out
+  progress_->detach();
+  finish(why);
+}
+
+void Context::await_reply(const std::function<bool()>& done) {
+  progress_->drive(
+      [&] {
+        std::lock_guard lock(mu_);
+        return done();
+      },
+      std::nullopt);
+  std::unique_lock lock(mu_);
+  alloc_cv_.wait(lock, done);
 }
 
 // ---- buffers ----------------------------------------------------------------
@@ -92,8 +107,8 @@ Result<Context::IssuedBuffer> Context::allocate_buffer(std::size_t bytes) {
     pending_.emplace(id, wait);
   }
   if (Status s = connection_->send(wire::AllocBuffer{id, bytes}); !s.ok()) fail_connection(s);
-  std::unique_lock lock(mu_);
-  alloc_cv_.wait(lock, [&] { return wait->done; });
+  await_reply([&] { return wait->done; });
+  std::lock_guard lock(mu_);
   return std::move(*wait->result);
 }
 
@@ -152,6 +167,9 @@ Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call
     std::lock_guard lock(mu_);
     if (closed_) return *closed_;
   }
+  // Completions that arrived meanwhile release their buffers before this
+  // request looks for some (requests nobody waits for complete here).
+  progress_->poll();
   auto device = locate_device(call, *bytes);
   if (!device.ok()) return device.status();
   if (device->has_value()) return submit_device(call, **device);
@@ -188,7 +206,7 @@ Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call
 
 Result<std::shared_ptr<RequestState>> Context::send_collective(wire::Collective message,
                                                                PendingCollective pending) {
-  pending.state = std::make_shared<RequestState>(message.request_id);
+  pending.state = std::make_shared<RequestState>(message.request_id, progress_);
   auto state = pending.state;
   {
     std::unique_lock lock(mu_);
@@ -200,36 +218,12 @@ Result<std::shared_ptr<RequestState>> Context::send_collective(wire::Collective 
     }
     pending_.emplace(message.request_id, std::move(pending));
   }
-  // On failure the connection is dead and the receiver completes the request.
+  // On failure the connection is dead: the next read completes the request.
   if (Status s = connection_->send(message); !s.ok()) fail_connection(s);
   return state;
 }
 
-// ---- receiver ---------------------------------------------------------------
-
-void Context::receive_loop() {
-  Status why;
-  try {
-    for (;;) {
-      auto message = connection_->receive();
-      if (!message.ok()) {
-        why = message.status();
-        break;
-      }
-      if (Status s = dispatch(*message); !s.ok()) {
-        RS_LOG(warn, "client") << "closing the connection to " << settings_.socket_path << ": "
-                               << s.to_string();
-        why = s;
-        connection_->shutdown();
-        break;
-      }
-    }
-  } catch (const std::exception& e) {
-    why = Status::Internal(std::string("the client's receiver thread failed: ") + e.what());
-    connection_->shutdown();
-  }
-  finish(why);
-}
+// ---- answers -----------------------------------------------------------------
 
 Status Context::dispatch(wire::Message& message) {
   if (const auto* reply = std::get_if<wire::AllocReply>(&message)) return on_alloc_reply(*reply);

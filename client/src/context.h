@@ -1,6 +1,6 @@
-// One connection of a trainer to its ringsyncd: the handshake, the receiver
-// thread that completes requests, shared buffers, the staging pool and the
-// registered GPU allocations (context_device.cpp).
+// One connection of a trainer to its ringsyncd: the handshake, the requests in
+// flight (completed by whichever thread waits, progress.h), shared buffers,
+// the staging pool and the registered GPU allocations (context_device.cpp).
 #pragma once
 
 #include <atomic>
@@ -21,6 +21,7 @@
 #include "client/src/device_registry.h"
 #include "client/src/env.h"
 #include "client/src/placement.h"
+#include "client/src/progress.h"
 #include "client/src/requests.h"
 #include "client/src/staging_pool.h"
 #include "common/status.h"
@@ -29,7 +30,7 @@ namespace ringsync::client {
 
 class Context {
  public:
-  // Connects, says hello and starts the receiver thread. The daemon's refusal
+  // Connects and says hello. The daemon's refusal
   // comes back as its status and message. `device` tells GPU pointers apart
   // (tests pass a fake one).
   static Result<std::unique_ptr<Context>> connect(
@@ -127,14 +128,18 @@ class Context {
   // Best effort: tells the daemon a buffer is no longer used.
   void send_free(std::uint32_t buffer_id);
 
-  void receive_loop();
+  // Until done() (checked under mu_) is true, reads the daemon's answers (or
+  // lets the thread that reads do it); then, if reading ended, waits on
+  // alloc_cv_ for finish().
+  void await_reply(const std::function<bool()>& done);
   Status dispatch(wire::Message& message);
   Status on_alloc_reply(const wire::AllocReply& reply);
   Status on_completion(const wire::Completion& completion);
-  // Marks the connection broken with `why` (the first reason wins) and wakes the receiver.
+  // Marks the connection broken with `why` (the first reason wins) and shuts it
+  // down: the next read fails and finish() runs.
   void fail_connection(const Status& why);
-  // The receiver's last act: every pending request and allocation ends with the
-  // reason the connection closed.
+  // The connection ended: every pending request and allocation ends with the
+  // reason it closed.
   void finish(const Status& why);
 
   const Settings settings_;
@@ -155,7 +160,9 @@ class Context {
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::optional<Status> closed_;  // set once: why no more requests are accepted
 
-  std::thread receiver_;  // last: started once everything above exists
+  // Last: reads into everything above; request states share it, so a wait on
+  // a handle outlives the context safely (it is detached first).
+  std::shared_ptr<Progress> progress_;
 };
 
 }  // namespace ringsync::client

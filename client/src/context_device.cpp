@@ -141,8 +141,8 @@ Status Context::send_registration(std::uint32_t id, const DeviceAllocation& allo
     pending_.emplace(message.request_id, wait);
   }
   if (Status s = connection_->send(message); !s.ok()) fail_connection(s);
-  std::unique_lock lock(mu_);
-  alloc_cv_.wait(lock, [&] { return wait->done; });
+  await_reply([&] { return wait->done; });
+  std::lock_guard lock(mu_);
   if (!wait->result.ok()) {
     RS_LOG(info, "client") << "ringsyncd refused the GPU allocation of " << allocation.bytes
                            << " bytes on GPU " << allocation.device << ": "

@@ -14,6 +14,7 @@ constexpr const char* kSocketEnv = "RINGSYNC_SOCKET";
 constexpr const char* kJobEnv = "RINGSYNC_JOB_ID";
 constexpr const char* kRankEnv = "RINGSYNC_LOCAL_RANK";
 constexpr const char* kSizeEnv = "RINGSYNC_LOCAL_SIZE";
+constexpr const char* kBusyPollEnv = "RINGSYNC_BUSY_POLL_US";
 constexpr const char* kRuntimeDirEnv = "XDG_RUNTIME_DIR";
 
 // The variable's value when it is set and not empty.
@@ -64,7 +65,7 @@ Result<std::optional<int>> resolve_size(const rs_config_t* config, const Environ
 
 Environment process_environment() {
   Environment env;
-  for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kRuntimeDirEnv}) {
+  for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kBusyPollEnv, kRuntimeDirEnv}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   return env;
@@ -118,6 +119,14 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
                                    "; use a positive number of milliseconds, or 0 for the default");
   if (config && config->connect_timeout_ms > 0)
     s.connect_timeout = std::chrono::milliseconds(config->connect_timeout_ms);
+
+  if (auto text = lookup(env, kBusyPollEnv)) {
+    auto us = parse_count(kBusyPollEnv, *text, 0);
+    if (!us.ok() || *us > kMaxBusyPollUs)
+      return Status::InvalidArgument(std::string(kBusyPollEnv) + "='" + *text + "' is not a number of "
+                                     "microseconds from 0 (never poll) to " + std::to_string(kMaxBusyPollUs));
+    s.busy_poll = std::chrono::microseconds(*us);
+  }
   return s;
 }
 

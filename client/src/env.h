@@ -18,6 +18,8 @@ namespace ringsync::client {
 using Environment = std::map<std::string, std::string>;
 
 inline constexpr int kDefaultConnectTimeoutMs = 10000;
+inline constexpr int kDefaultBusyPollUs = 50;
+inline constexpr int kMaxBusyPollUs = 10000;
 
 struct Settings {
   std::string socket_path;
@@ -25,10 +27,13 @@ struct Settings {
   int local_rank = 0;
   int local_size = 1;
   std::chrono::milliseconds connect_timeout{kDefaultConnectTimeoutMs};
+  // RINGSYNC_BUSY_POLL_US: how long a waiting thread polls the daemon's socket
+  // before it sleeps (client/src/progress.h); 0 never polls.
+  std::chrono::microseconds busy_poll{kDefaultBusyPollUs};
 };
 
-// RINGSYNC_SOCKET, RINGSYNC_JOB_ID, RINGSYNC_LOCAL_RANK, RINGSYNC_LOCAL_SIZE and
-// XDG_RUNTIME_DIR from the process environment (the ones that are set).
+// RINGSYNC_SOCKET, RINGSYNC_JOB_ID, RINGSYNC_LOCAL_RANK, RINGSYNC_LOCAL_SIZE,
+// RINGSYNC_BUSY_POLL_US and XDG_RUNTIME_DIR from the process environment (the ones that are set).
 Environment process_environment();
 
 // Where the daemon listens by default (common/socket_path.h, shared with ringsyncd).

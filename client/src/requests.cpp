@@ -2,10 +2,27 @@
 
 namespace ringsync::client {
 
+bool RequestState::done() {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
 std::optional<Status> RequestState::wait(std::optional<std::chrono::milliseconds> timeout) {
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> deadline;
+  if (timeout) deadline = Clock::now() + *timeout;
+  if (progress_) {
+    switch (progress_->drive([this] { return done(); }, deadline)) {
+      case Progress::Outcome::kDone: break;
+      case Progress::Outcome::kTimeout: return test();
+      // Nobody reads any more: the context completes everything pending with
+      // the reason (now or as it closes).
+      case Progress::Outcome::kUnavailable: break;
+    }
+  }
   std::unique_lock lock(mu_);
-  if (timeout) {
-    if (!done_cv_.wait_for(lock, *timeout, [&] { return done_; })) return std::nullopt;
+  if (deadline) {
+    if (!done_cv_.wait_until(lock, *deadline, [&] { return done_; })) return std::nullopt;
   } else {
     done_cv_.wait(lock, [&] { return done_; });
   }
@@ -13,6 +30,7 @@ std::optional<Status> RequestState::wait(std::optional<std::chrono::milliseconds
 }
 
 std::optional<Status> RequestState::test() {
+  if (progress_ && !done()) progress_->poll();
   std::lock_guard lock(mu_);
   if (!done_) return std::nullopt;
   return status_;

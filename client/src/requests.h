@@ -7,24 +7,30 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 
+#include "client/src/progress.h"
 #include "common/status.h"
 
 namespace ringsync::client {
 
 class RequestState {
  public:
-  explicit RequestState(std::uint64_t request_id) : request_id_(request_id) {}
+  // progress: reads the daemon's answers while waiting (nullptr: only wait).
+  explicit RequestState(std::uint64_t request_id, std::shared_ptr<Progress> progress = nullptr)
+      : request_id_(request_id), progress_(std::move(progress)) {}
 
   std::uint64_t request_id() const { return request_id_; }
 
-  // Blocks until complete, or until `timeout` passes when one is given (no
-  // spinning). The final status, or nullopt on timeout.
+  // Blocks until complete, or until `timeout` passes when one is given,
+  // reading the daemon's answers meanwhile (progress.h: it polls the socket for
+  // a moment first). The final status, or nullopt on timeout.
   std::optional<Status> wait(std::optional<std::chrono::milliseconds> timeout);
 
-  // The final status if complete, else nullopt; never blocks.
+  // The final status if complete, else nullopt; never blocks (it dispatches
+  // what the daemon has already sent).
   std::optional<Status> test();
 
   // The handle is gone: nobody reads the result, so complete() skips delivery.
@@ -38,7 +44,10 @@ class RequestState {
   void complete(Status status, const std::function<void(bool deliver)>& finish);
 
  private:
+  bool done();
+
   const std::uint64_t request_id_;
+  const std::shared_ptr<Progress> progress_;
   std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;

@@ -251,8 +251,14 @@ TEST_CASE("a registration cut off by the daemon going away fails with the connec
   CHECK(failed.status().code() == StatusCode::kClosed);
 }
 
-TEST_CASE("an answer to a registration never sent closes the connection") {
+TEST_CASE("an answer to a registration never sent closes the connection at the client's next call") {
   Connected c;
+  // Written into the client's socket before send() returns: the next call reads it.
   c.daemon.send(wire::RegisterDeviceReply{12345, Status::Ok(), 1});
+  std::vector<float> host(4, 1.0f);
+  auto next = c.ctx->submit(f32_allreduce(host.data(), host.data(), 4));
+  REQUIRE_FALSE(next.ok());
+  CHECK(next.status().code() == StatusCode::kProtocolError);
+  CHECK(next.status().message().find("registration") != std::string::npos);
   CHECK(c.daemon.client_gone(std::chrono::seconds(10)));
 }

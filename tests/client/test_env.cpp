@@ -51,7 +51,21 @@ TEST_CASE("with nothing set, a process is rank 0 of 1 of job 'default' on the de
     CHECK(s->local_rank == 0);
     CHECK(s->local_size == 1);
     CHECK(s->connect_timeout.count() == ringsync::client::kDefaultConnectTimeoutMs);
+    CHECK(s->busy_poll.count() == ringsync::client::kDefaultBusyPollUs);
   }
+}
+
+TEST_CASE("RINGSYNC_BUSY_POLL_US: microseconds a waiting thread polls, 0 to 10000") {
+  auto off = resolve_settings(nullptr, {{"RINGSYNC_BUSY_POLL_US", "0"}}, 1000);
+  REQUIRE(off.ok());
+  CHECK(off->busy_poll.count() == 0);
+  auto longer = resolve_settings(nullptr, {{"RINGSYNC_BUSY_POLL_US", "200"}}, 1000);
+  REQUIRE(longer.ok());
+  CHECK(longer->busy_poll.count() == 200);
+  CHECK(error_of(nullptr, {{"RINGSYNC_BUSY_POLL_US", "10001"}}) ==
+        "RINGSYNC_BUSY_POLL_US='10001' is not a number of microseconds from 0 (never poll) to 10000");
+  CHECK(contains(error_of(nullptr, {{"RINGSYNC_BUSY_POLL_US", "fast"}}), "RINGSYNC_BUSY_POLL_US='fast'"));
+  CHECK(contains(error_of(nullptr, {{"RINGSYNC_BUSY_POLL_US", "-5"}}), "from 0 (never poll) to 10000"));
 }
 
 TEST_CASE("the environment fills what the config leaves unset") {

@@ -14,8 +14,11 @@
  * GPU memory (cudaMalloc) works as well, with no copies through the trainer: see
  * "GPU buffers" below.
  *
- * Threads: one rs_context_t may be used from several threads at once. Waiting
- * blocks the calling thread without spinning.
+ * Threads: one rs_context_t may be used from several threads at once. The
+ * library starts no threads: a waiting thread reads the daemon's answers
+ * itself. It polls for $RINGSYNC_BUSY_POLL_US microseconds (default 50; 0:
+ * never) before it sleeps, which saves a wake-up on small collectives;
+ * rs_test() and every submission read what has arrived without waiting.
  */
 #ifndef RINGSYNC_RINGSYNC_H
 #define RINGSYNC_RINGSYNC_H

@@ -1,0 +1,73 @@
+// Who reads the daemon's socket: the threads that wait. There is no receiver
+// thread: a thread waiting for a reply (rs_wait, an allocation, a
+// registration) takes the reader role if it is free, reads and dispatches
+// messages until its own reply is in, then hands the role on; the others
+// sleep until a message was dispatched or the role is free. The reader polls
+// the socket for a short window (RINGSYNC_BUSY_POLL_US) before it sleeps in
+// the kernel, so a small allreduce's answer costs no thread hand-off and,
+// usually, no wake-up. rs_test and every submission read what has already
+// arrived, without waiting, so completions of requests nobody waits for
+// (abandoned handles) still release their buffers.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+
+#include "client/src/connection.h"
+#include "common/status.h"
+
+namespace ringsync::client {
+
+class Progress {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Handles one message; a non-ok Status breaks the connection (the context
+  // fails everything pending).
+  using Dispatch = std::function<Status(wire::Message&)>;
+  // The connection ended with `why`: complete everything pending.
+  using Broken = std::function<void(const Status& why)>;
+
+  Progress(Connection& connection, std::chrono::microseconds busy_poll, Dispatch dispatch, Broken broken);
+
+  enum class Outcome {
+    kDone,         // done() became true
+    kTimeout,      // the deadline passed first
+    kUnavailable,  // nobody can read any more (connection broken or detached):
+                   // everything pending was or will be completed with the reason
+  };
+  // Reads and dispatches (or sleeps while another thread does) until `done()`,
+  // checked under this object's lock, is true, or `deadline` passes.
+  Outcome drive(const std::function<bool()>& done, std::optional<Clock::time_point> deadline);
+
+  // Dispatches the messages that have arrived, without waiting; nothing when
+  // another thread is reading.
+  void poll();
+
+  // The context is going away: waits for a reader to leave (the caller has shut
+  // the connection down, which unblocks it); from now on nothing is read or
+  // dispatched and drive() answers kUnavailable.
+  void detach();
+
+ private:
+  // With the role held and mu_ not: reads one message (waiting up to
+  // `deadline`; none: forever; now or earlier: only what has arrived) and
+  // dispatches it. False when nothing came in time.
+  bool read_one(std::optional<Clock::time_point> deadline, bool wait);
+  void fail(const Status& why);  // role held
+
+  Connection& connection_;
+  const std::chrono::microseconds busy_poll_;
+  const Dispatch dispatch_;
+  const Broken broken_;
+
+  std::mutex mu_;
+  std::condition_variable changed_;  // a message was dispatched, or the role freed
+  bool reading_ = false;             // a thread holds the reader role
+  bool detached_ = false;
+  bool broken_flag_ = false;
+};
+
+}  // namespace ringsync::client
