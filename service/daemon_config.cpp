@@ -160,9 +160,10 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"fusion-threshold", Kind::kBytes, "128MiB", "bytes",
        "Ready allreduces of one dtype and op are fused into one ring operation up to this size; 0 "
        "disables fusion."},
-      {"inline-bytes", Kind::kBytes, "8KiB", "bytes",
-       "Allreduces up to this size (fused ones together) go with negotiation: node 0 reduces every "
-       "node's data and sends the result with the plan, with no ring; 0 always runs the ring."},
+      {"inline-bytes", Kind::kBytes, "32KiB", "bytes",
+       "Allreduces up to this size (fused ones together; x 2/N on N > 2 nodes) go with negotiation: "
+       "node 0 reduces every node's data and sends the result with the plan, with no ring; 0 always "
+       "runs the ring."},
       {"response-cache", Kind::kInt, "1024", "tensors",
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
       {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},

@@ -41,7 +41,8 @@ void ClusterNode::local_ready(PendingCollective collective) {
 }
 
 void ClusterNode::report(const PendingCollective& front) {
-  unreported_.push_back({describe(front), local_reduction(front, config_.inline_bytes)});
+  unreported_.push_back(
+      {describe(front), local_reduction(front, negotiation::inline_limit(config_.inline_bytes, num_nodes()))});
   schedule_report();
 }
 

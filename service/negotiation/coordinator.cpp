@@ -54,7 +54,14 @@ std::string disagreement(const std::string& name,
 
 Coordinator::Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold_bytes,
                          InlineOptions inline_options)
-    : num_nodes_(num_nodes), fusion_threshold_(fusion_threshold_bytes), inline_(inline_options) {}
+    : num_nodes_(num_nodes),
+      fusion_threshold_(fusion_threshold_bytes),
+      inline_(inline_options),
+      inline_limit_(inline_limit(inline_options.max_bytes, num_nodes)) {}
+
+std::uint64_t inline_limit(std::uint64_t max_bytes, std::uint32_t num_nodes) {
+  return num_nodes <= 2 ? max_bytes : max_bytes * 2 / num_nodes;
+}
 
 void Coordinator::add_ready(std::uint32_t node, const std::vector<peer_wire::ReadyTensor>& tensors,
                             Clock::time_point now, std::vector<std::vector<std::uint8_t>> data) {
@@ -74,7 +81,7 @@ void Coordinator::add_ready(std::uint32_t node, const std::vector<peer_wire::Rea
       continue;
     }
     e.by_node[node] = t;
-    if (i < data.size() && !data[i].empty() && inline_.max_bytes > 0) {
+    if (i < data.size() && !data[i].empty() && inline_limit_ > 0) {
       e.data.resize(num_nodes_);
       e.data[node] = std::move(data[i]);
     }
@@ -108,7 +115,7 @@ peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle, std:
     const std::uint64_t bytes = bytes_of(t);
     const bool fusable = t.kind == wire::CollectiveKind::kAllreduce && fusion_threshold_ > 0;
     // Inline tensors fuse with inline tensors only, up to the inline limit.
-    const std::uint64_t limit = small ? std::min(fusion_threshold_, inline_.max_bytes) : fusion_threshold_;
+    const std::uint64_t limit = small ? std::min(fusion_threshold_, inline_limit_) : fusion_threshold_;
     peer_wire::Operation* fused = open ? &plan.operations[*open] : nullptr;
     if (fusable && fused && fused->dtype == t.dtype && fused->op == t.op && open_inline == small &&
         open_bytes + bytes <= limit) {
@@ -132,7 +139,7 @@ bool Coordinator::inline_ready(const Entry& e) const {
   if (e.data.size() != num_nodes_) return false;
   const peer_wire::ReadyTensor& t = *e.by_node.front();
   const std::uint64_t bytes = bytes_of(t);
-  if (t.kind != wire::CollectiveKind::kAllreduce || bytes == 0 || bytes > inline_.max_bytes) return false;
+  if (t.kind != wire::CollectiveKind::kAllreduce || bytes == 0 || bytes > inline_limit_) return false;
   // A node whose data has another size is not trusted with the result: the
   // tensor runs the ring instead.
   return std::all_of(e.data.begin(), e.data.end(), [&](const auto& d) { return d.size() == bytes; });

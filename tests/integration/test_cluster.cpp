@@ -181,7 +181,8 @@ TEST_CASE("cluster: daemons start and form the ring and stop cleanly") {
 TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
   ClusterFixture cluster(options(2, 2));
   // 786433 f32 is 3 MiB and odd, so ring segments are uneven. Up to 1001
-  // elements (8 KiB) allreduces get their result with the plan, not the ring.
+  // elements (8 KiB) allreduces get their result with the plan (--inline-bytes
+  // 32KiB), the 3 MiB ones run the ring.
   CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "3", "1001", "786433"}));
   CHECK(all_running(cluster));
   for (int node = 0; node < cluster.nodes(); ++node)

@@ -42,7 +42,7 @@ TEST_CASE("cluster config: alone by default, with Horovod-like defaults") {
   CHECK(d->cluster.heartbeat_interval == 500ms);
   CHECK(d->cluster.cycle_time == 1ms);
   CHECK(d->cluster.fusion_threshold_bytes == 128ull << 20);
-  CHECK(d->cluster.inline_bytes == 8 * 1024);
+  CHECK(d->cluster.inline_bytes == 32 * 1024);
   CHECK(d->cluster.response_cache_capacity == 1024);
   CHECK(d->cluster.ucx_transports == "tcp,self");
 }
