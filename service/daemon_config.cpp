@@ -135,8 +135,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"handshake-timeout", Kind::kDuration, "10s", "seconds",
        "A connection that has not said hello by then is closed."},
       {"busy-poll", Kind::kDuration, "100us", "seconds",
-       "After a small collective's events (64KiB or less) the control loop polls instead of sleeping "
-       "for this long, which saves a wake-up per step of a small allreduce; 0 turns it off."},
+       "After a small collective's events (64KiB or less) the control loop, and after its last task "
+       "the ring's thread, poll instead of sleeping for this long, which saves a wake-up per step; "
+       "0 turns it off."},
       {"hostfile", Kind::kPath, "", "",
        "Multi-node job: one line per node, 'host[:port] slots=L', in node-rank order. Without "
        "--hostfile or --hosts the daemon serves this node alone."},
@@ -200,6 +201,7 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   d.busy_poll = cfg.get_duration("busy-poll");
   if (d.busy_poll.count() < 0 || d.busy_poll > std::chrono::milliseconds(10))
     return Status::InvalidArgument("busy-poll must be between 0 and 10ms" + from(cfg, "busy-poll"));
+  d.cluster.busy_poll = d.busy_poll;
 
   RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-frame-bytes", kMinFrameBytes, wire::kMaxFrameBytes,
                                           d.max_frame_bytes));

@@ -41,6 +41,7 @@ struct ClusterConfig {
   std::string ucx_transports;                      // --ucx-transports, "tcp,self"
   std::string ucx_net_devices;                     // --ucx-net-devices, "" = UCX's
   std::string timeline_path;                       // --timeline: Chrome trace JSON
+  std::chrono::nanoseconds busy_poll{0};           // DaemonConfig::busy_poll, for the ring's thread
 
   bool enabled() const { return !nodes.empty(); }
   std::uint32_t slots() const { return nodes.empty() ? 0 : nodes.front().slots; }

@@ -177,9 +177,9 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
   last_link_sample_ = Clock::now();
   auto counting = std::make_unique<transport::CountingTransport>(std::move(ucx_transport).value(),
                                                                  link_counters_);
-  engine_ = std::make_unique<RingEngine>(std::move(counting), [&io = io_](std::function<void()> f) {
-    asio::post(io, std::move(f));
-  });
+  engine_ = std::make_unique<RingEngine>(
+      std::move(counting), [&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); },
+      config_.busy_poll);
 
   ++epoch_;
   formed_ = true;

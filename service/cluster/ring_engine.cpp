@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "common/log.h"
 
@@ -19,11 +20,13 @@ constexpr int kSpinRounds = 200;
 constexpr int kNoFdSleepMs = 1;
 }  // namespace
 
-RingEngine::RingEngine(std::unique_ptr<transport::Transport> transport, Deliver deliver)
+RingEngine::RingEngine(std::unique_ptr<transport::Transport> transport, Deliver deliver,
+                       std::chrono::nanoseconds idle_poll)
     : transport_(std::move(transport)),
       deliver_(std::move(deliver)),
       nodes_(transport_->size()),
-      rank_(transport_->rank()) {
+      rank_(transport_->rank()),
+      idle_poll_(idle_poll) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   thread_ = std::thread([this] { loop(); });
 }
@@ -115,6 +118,7 @@ bool RingEngine::progress_tasks() {
 
 void RingEngine::loop() {
   int idle = 0;
+  std::chrono::steady_clock::time_point last_busy{};
   for (;;) {
     {
       std::lock_guard lock(mu_);
@@ -125,6 +129,12 @@ void RingEngine::loop() {
     busy = progress_tasks() || busy;
     if (busy) {
       idle = 0;
+      last_busy = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (items_.empty() && !cancelled_transport_ && idle_poll_.count() > 0 &&
+        std::chrono::steady_clock::now() - last_busy < idle_poll_) {
+      std::this_thread::yield();  // the next operation's first messages come from the peers
       continue;
     }
     if (items_.empty() && cancelled_transport_) {

@@ -54,6 +54,7 @@ TEST_CASE("daemon defaults") {
   CHECK(d->log_subsys == "all");
   CHECK(d->client_handshake_timeout == 10s);
   CHECK(d->busy_poll == 100us);
+  CHECK(d->cluster.busy_poll == 100us);  // the ring's thread polls as long
 }
 
 TEST_CASE("the table: every tunable has a flag-style name, help, and a unit where it has one") {

@@ -143,3 +143,31 @@ TEST_CASE("ring engine: abort fails the task in flight and every later one") {
     CHECK(s.message().find("node 1 was lost") != std::string::npos);
   }
 }
+
+TEST_CASE("ring engine: polling after the last task, one operation after another completes each") {
+  // A window far longer than the test: the engines must take new work while
+  // polling, and stop when destroyed.
+  constexpr int kNodes = 2;
+  transport::InProcessFabric fabric(kNodes);
+  Inbox inbox;
+  std::vector<std::unique_ptr<cluster::RingEngine>> engines;
+  for (int r = 0; r < kNodes; ++r)
+    engines.push_back(std::make_unique<cluster::RingEngine>(std::make_unique<Borrowed>(fabric.endpoint(r)),
+                                                            inbox.deliver(), std::chrono::seconds(60)));
+  std::vector<std::vector<float>> data(kNodes);
+  for (std::uint32_t op = 1; op <= 5; ++op) {
+    int finished = 0;
+    for (int r = 0; r < kNodes; ++r) {
+      data[r].assign(1001, static_cast<float>(r + op));
+      engines[r]->run([&data, r, op](transport::Transport& t) { return allreduce_task(t, data[r], op); },
+                      [&finished](const Status& s) {
+                        CHECK(s.ok());
+                        ++finished;
+                      });
+    }
+    REQUIRE(inbox.run_until([&] { return finished == kNodes; }));
+    for (int r = 0; r < kNodes; ++r)
+      CHECK(std::all_of(data[r].begin(), data[r].end(), [op](float v) { return v == static_cast<float>(2 * op + 1); }));
+  }
+  engines.clear();  // joins threads that are still inside their polling window
+}
