@@ -39,7 +39,8 @@ struct Encoder {
     auto address = b.CreateVector(m.ucx_address);
     return {fb::PeerBody::PeerHello,
             fb::CreatePeerHello(b, m.protocol_version, job, m.node_rank, m.num_nodes, m.slots,
-                                token, address, m.epoch, m.ring_chunk_bytes, m.response_cache)
+                                token, address, m.epoch, m.ring_chunk_bytes, m.response_cache,
+                                m.inline_bytes)
                 .Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const PeerHelloReply& m) {
@@ -52,12 +53,14 @@ struct Encoder {
   std::pair<fb::PeerBody, Offset> operator()(const Heartbeat& m) {
     return {fb::PeerBody::Heartbeat, fb::CreateHeartbeat(b, m.epoch, m.sequence).Union()};
   }
+  flatbuffers::Offset<fb::ReadyTensor> tensor(const ReadyTensor& t) {
+    return fb::CreateReadyTensor(b, b.CreateString(t.name), static_cast<std::uint8_t>(t.kind),
+                                 static_cast<std::uint8_t>(t.dtype), static_cast<std::uint8_t>(t.op), t.count,
+                                 t.root);
+  }
   std::pair<fb::PeerBody, Offset> operator()(const ReadyList& m) {
     std::vector<flatbuffers::Offset<fb::ReadyTensor>> tensors;
-    for (const auto& t : m.tensors)
-      tensors.push_back(fb::CreateReadyTensor(
-          b, b.CreateString(t.name), static_cast<std::uint8_t>(t.kind),
-          static_cast<std::uint8_t>(t.dtype), static_cast<std::uint8_t>(t.op), t.count, t.root));
+    for (const auto& t : m.tensors) tensors.push_back(tensor(t));
     auto tensor_vector = b.CreateVector(tensors);
     auto cached = b.CreateVector(m.cached);
     std::vector<flatbuffers::Offset<fb::InlineData>> data;
@@ -94,11 +97,25 @@ struct Encoder {
     auto entry_vector = b.CreateVector(entries);
     return {fb::PeerBody::Roster, fb::CreateRoster(b, m.epoch, entry_vector).Union()};
   }
+  std::pair<fb::PeerBody, Offset> operator()(const Contributions& m) {
+    std::vector<flatbuffers::Offset<fb::DirectTensor>> tensors;
+    for (const auto& t : m.tensors)
+      tensors.push_back(fb::CreateDirectTensor(b, tensor(t.tensor), t.data.empty() ? 0 : b.CreateVector(t.data)));
+    return {fb::PeerBody::Contributions,
+            fb::CreateContributions(b, m.epoch, m.origin, b.CreateVector(tensors)).Union()};
+  }
   std::pair<fb::PeerBody, Offset> operator()(const Goodbye& m) {
     auto reason = b.CreateString(m.reason);
     return {fb::PeerBody::Goodbye, fb::CreateGoodbye(b, m.epoch, reason).Union()};
   }
 };
+
+Result<ReadyTensor> decode_tensor(const fb::ReadyTensor* t) {
+  if (!t || !t->name() || t->name()->size() == 0) return Status::ProtocolError("ready tensor without a name");
+  RINGSYNC_RETURN_IF_ERROR(check_collective(t->kind(), t->dtype(), t->op(), "tensor '" + t->name()->str() + "'"));
+  return ReadyTensor{t->name()->str(), static_cast<wire::CollectiveKind>(t->kind()),
+                     static_cast<DType>(t->dtype()), static_cast<ReduceOp>(t->op()), t->count(), t->root()};
+}
 
 Result<Message> decode_ready_list(const fb::ReadyList& m) {
   ReadyList out;
@@ -107,14 +124,9 @@ Result<Message> decode_ready_list(const fb::ReadyList& m) {
   out.plans_seen = m.plans_seen();
   if (m.tensors()) {
     for (const auto* t : *m.tensors()) {
-      if (!t || !t->name() || t->name()->size() == 0)
-        return Status::ProtocolError("ready tensor without a name");
-      RINGSYNC_RETURN_IF_ERROR(
-          check_collective(t->kind(), t->dtype(), t->op(), "tensor '" + t->name()->str() + "'"));
-      out.tensors.push_back(ReadyTensor{t->name()->str(),
-                                        static_cast<wire::CollectiveKind>(t->kind()),
-                                        static_cast<DType>(t->dtype()),
-                                        static_cast<ReduceOp>(t->op()), t->count(), t->root()});
+      auto tensor = decode_tensor(t);
+      if (!tensor.ok()) return tensor.status();
+      out.tensors.push_back(std::move(tensor).value());
     }
   }
   if (m.cached()) out.cached.assign(m.cached()->begin(), m.cached()->end());
@@ -197,7 +209,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       return Message(PeerHello{m->protocol_version(), m->job_id()->str(), m->node_rank(),
                                m->num_nodes(), m->slots(), str(m->token()),
                                bytes(m->ucx_address()), m->epoch(), m->ring_chunk_bytes(),
-                               m->response_cache()});
+                               m->response_cache(), m->inline_bytes()});
     }
     case fb::PeerBody::PeerHelloReply: {
       const auto* m = frame->body_as_PeerHelloReply();
@@ -224,6 +236,18 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
         for (const auto* e : *m->entries()) {
           if (!e) return Status::ProtocolError("empty roster entry");
           out.entries.push_back(RosterEntry{e->node_rank(), bytes(e->ucx_address())});
+        }
+      return Message(std::move(out));
+    }
+    case fb::PeerBody::Contributions: {
+      const auto* m = frame->body_as_Contributions();
+      Contributions out{m->epoch(), m->origin(), {}};
+      if (m->tensors())
+        for (const auto* t : *m->tensors()) {
+          if (!t) return Status::ProtocolError("empty contribution");
+          auto tensor = decode_tensor(t->tensor());
+          if (!tensor.ok()) return tensor.status();
+          out.tensors.push_back(DirectTensor{std::move(tensor).value(), bytes(t->data())});
         }
       return Message(std::move(out));
     }

@@ -15,7 +15,7 @@
 
 namespace ringsync::peer_wire {
 
-inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr std::uint32_t kProtocolVersion = 2;
 
 struct PeerHello {
   std::uint32_t protocol_version = kProtocolVersion;
@@ -28,6 +28,7 @@ struct PeerHello {
   std::uint64_t epoch = 0;
   std::uint64_t ring_chunk_bytes = 0;  // must match on every node
   std::uint32_t response_cache = 0;    // capacity; must match on every node
+  std::uint64_t inline_bytes = 0;      // --inline-bytes; must match on every node
 };
 
 struct PeerHelloReply {
@@ -65,6 +66,18 @@ struct ReadyList {
   std::vector<std::uint64_t> cached;  // response-cache bit vector
   std::uint64_t plans_seen = 0;       // cycle of the last plan applied
   std::vector<InlineData> data;       // small allreduces, by name
+};
+
+// One node's local reduction of a small allreduce, for every node (schemas/peer.fbs).
+struct DirectTensor {
+  ReadyTensor tensor;
+  std::vector<std::uint8_t> data;  // empty: the node cannot give one (GPU buffers)
+};
+
+struct Contributions {
+  std::uint64_t epoch = 0;
+  std::uint32_t origin = 0;  // whose local reductions
+  std::vector<DirectTensor> tensors;
 };
 
 struct Operation {
@@ -108,7 +121,7 @@ struct Goodbye {
 };
 
 using Message =
-    std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye, Roster>;
+    std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye, Roster, Contributions>;
 
 // Length-prefixed frame, as wire::encode.
 std::vector<std::uint8_t> encode(const Message& message);

@@ -75,10 +75,14 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       fused_tensors(r.counter("ringsync_fused_tensors_total",
                               "Tensors that ran inside ring operations.")),
       inline_operations(r.counter("ringsync_inline_operations_total",
-                                  "Small allreduces whose result came with the plan, with no ring.")),
+                                  "Small allreduces finished with no ring: path=\"plan\" (node 0 reduced, the "
+                                  "plan carried the result) or path=\"direct\" (the nodes exchanged their "
+                                  "local reductions).",
+                                  {"path"})),
       negotiation(r.histogram("ringsync_negotiation_seconds",
                               "Time from a tensor being ready on this node to the coordinator's "
-                              "plan naming it (includes waiting for the other nodes).",
+                              "plan naming it, or to the last node's contribution of a directly "
+                              "exchanged one (includes waiting for the other nodes).",
                               metrics::exponential_buckets(1e-5, 4.0, 12))),
       cache_hits(r.counter("ringsync_response_cache_hits_total",
                            "Tensors announced to the coordinator as a response-cache bit.")),

@@ -61,6 +61,9 @@ std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& 
   if (h.response_cache != c.response_cache)
     return who + " runs --response-cache " + std::to_string(h.response_cache) + ", node 0 " +
            std::to_string(c.response_cache) + "; every node must use the same";
+  if (h.inline_bytes != c.inline_bytes)
+    return who + " runs --inline-bytes " + std::to_string(h.inline_bytes) + ", node 0 " +
+           std::to_string(c.inline_bytes) + "; every node must use the same";
   if (h.node_rank == 0 || h.node_rank >= c.nodes.size())
     return "node rank " + std::to_string(h.node_rank) + " is out of range [1, " +
            std::to_string(c.nodes.size()) + ")";
@@ -235,7 +238,8 @@ asio::awaitable<Result<Membership>> join(const BootstrapConfig& c) {
           });
       link->send(peer_wire::PeerHello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
                                       static_cast<std::uint32_t>(c.nodes.size()), c.slots, c.token,
-                                      c.ucx_address, 0, c.ring_chunk_bytes, c.response_cache});
+                                      c.ucx_address, 0, c.ring_chunk_bytes, c.response_cache,
+                                      c.inline_bytes});
       asio::steady_timer deadline(ex);
       deadline.expires_at(give_up);
       deadline.async_wait([done](boost::system::error_code wait_ec) {

@@ -34,6 +34,7 @@ struct BootstrapConfig {
   // Data-plane settings that must be equal on every node.
   std::uint64_t ring_chunk_bytes = 0;
   std::uint32_t response_cache = 0;
+  std::uint64_t inline_bytes = 0;
 };
 
 struct Membership {

@@ -41,8 +41,22 @@ void ClusterNode::local_ready(PendingCollective collective) {
 }
 
 void ClusterNode::report(const PendingCollective& front) {
+  peer_wire::ReadyTensor tensor = describe(front);
+  if (!negotiation::exchanged_directly(tensor, direct_limit_)) {
+    negotiate(front);
+    return;
+  }
+  // Every node decides the same from the description; a node that cannot
+  // give its local reduction (GPU buffers) still takes part, with no data.
+  auto data = local_reduction(front, direct_limit_);
+  unannounced_.push_back({std::move(tensor), data ? std::move(*data) : std::vector<std::uint8_t>{}});
+  schedule_report();
+}
+
+void ClusterNode::negotiate(const PendingCollective& front, bool with_data) {
   unreported_.push_back(
-      {describe(front), local_reduction(front, negotiation::inline_limit(config_.inline_bytes, num_nodes()))});
+      {describe(front),
+       with_data ? local_reduction(front, negotiation::inline_limit(config_.inline_bytes, num_nodes())) : std::nullopt});
   schedule_report();
 }
 
@@ -67,6 +81,8 @@ void ClusterNode::schedule_report() {
 
 void ClusterNode::send_report() {
   report_scheduled_ = false;
+  if (!formed_) return;
+  announce();
   if (!formed_ || unreported_.empty()) return;
   last_report_ = Clock::now();
   // Frames are bounded: a long list goes as several.
@@ -177,31 +193,40 @@ void ClusterNode::make_plan() {
   }
 }
 
+std::optional<std::pair<PendingCollective, Clock::time_point>> ClusterNode::take_front(const std::string& name) {
+  auto it = waiting_.find(name);
+  if (it == waiting_.end() || it->second.queue.empty()) return std::nullopt;
+  Waiting& w = it->second;
+  in_negotiation_.erase(name);
+  std::pair<PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
+  w.queue.pop_front();
+  w.ready_at.pop_front();
+  if (w.queue.empty()) {
+    waiting_.erase(it);
+  } else {
+    report(w.queue.front());
+  }
+  return out;
+}
+
+std::string ClusterNode::with_rank_hint(const std::string& message) const {
+  const std::string L = std::to_string(slots());
+  return message + " (node n runs global ranks " + L + "n to " + L + "n+" + std::to_string(slots() - 1) + ")";
+}
+
+void ClusterNode::negotiated(const std::string& name, Clock::time_point ready, Clock::time_point now) {
+  metrics_.negotiation.with().observe(std::chrono::duration<double>(now - ready).count());
+  if (timeline_) timeline_->phase(name, "NEGOTIATE", ready, now);
+}
+
 void ClusterNode::on_plan(const peer_wire::Plan& plan) {
   const Clock::time_point now = Clock::now();
   plans_applied_ = plan.cycle;
-  // Take the front of a name's queue; the next one behind it is reported now.
-  auto take = [&](const std::string& name) -> std::optional<std::pair<PendingCollective, Clock::time_point>> {
-    auto it = waiting_.find(name);
-    if (it == waiting_.end() || it->second.queue.empty()) return std::nullopt;
-    Waiting& w = it->second;
-    in_negotiation_.erase(name);
-    std::pair<PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
-    w.queue.pop_front();
-    w.ready_at.pop_front();
-    if (w.queue.empty()) {
-      waiting_.erase(it);
-    } else {
-      report(w.queue.front());
-    }
-    return out;
-  };
+  auto take = [this](const std::string& name) { return take_front(name); };
   for (const auto& error : plan.errors) {
     auto taken = take(error.name);
     if (!taken) continue;
-    const std::uint32_t L = slots();
-    std::string message = error.message + " (node n runs global ranks " + std::to_string(L) + "n to " +
-                          std::to_string(L) + "n+" + std::to_string(L - 1) + ")";
+    std::string message = with_rank_hint(error.message);
     RS_LOG(warn, "collective") << message;
     hooks_.fail(taken->first, Status::Mismatch(message), "mismatch");
   }
@@ -218,14 +243,13 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
                                 node_name(config_.node_rank)));
           return;
         }
-        metrics_.negotiation.with().observe(std::chrono::duration<double>(now - taken->second).count());
-        if (timeline_) timeline_->phase(name, "NEGOTIATE", taken->second, now);
+        negotiated(name, taken->second, now);
         record_in_cache(peer_wire::ReadyTensor{name, op.kind, op.dtype, op.op, op.counts[tensors.size()], op.root},
                         plan.cycle);
         tensors.push_back(std::move(taken->first));
         ready_at.push_back(taken->second);
       }
-      complete_inline(op, std::move(tensors), std::move(ready_at));
+      complete_inline(op, std::move(tensors), std::move(ready_at), "plan");
       continue;
     }
     auto running = std::make_shared<Running>();
@@ -239,8 +263,7 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
                               "' which is not ready on " + node_name(config_.node_rank)));
         return;
       }
-      metrics_.negotiation.with().observe(std::chrono::duration<double>(now - taken->second).count());
-      if (timeline_) timeline_->phase(op.names[i], "NEGOTIATE", taken->second, now);
+      negotiated(op.names[i], taken->second, now);
       peer_wire::ReadyTensor tensor{op.names[i], op.kind, op.dtype, op.op, op.counts[i], op.root};
       record_in_cache(tensor, plan.cycle);
       running->tensors.push_back(std::move(taken->first));
@@ -252,11 +275,11 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
 }
 
 void ClusterNode::complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
-                                  std::vector<Clock::time_point> ready_at) {
+                                  std::vector<Clock::time_point> ready_at, std::string_view path) {
   const Clock::time_point start = Clock::now();
   metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
   metrics_.fused_tensors.with().inc(static_cast<double>(op.names.size()));
-  metrics_.inline_operations.with().inc();
+  metrics_.inline_operations.with({std::string(path)}).inc();
   const std::size_t elem = dtype_size(op.dtype);
   std::uint64_t total = 0;
   for (auto c : op.counts) total += c;
@@ -264,8 +287,8 @@ void ClusterNode::complete_inline(const peer_wire::Operation& op, std::vector<Pe
   // there, and no rank gets a partial answer.
   Status status = total * elem == op.result.size()
                       ? Status::Ok()
-                      : Status::Internal("the plan's result for operation " + std::to_string(op.sequence) +
-                                         " has " + std::to_string(op.result.size()) + " bytes, not " +
+                      : Status::Internal("the result of tensor(s) '" + op.names.front() + "' (" +
+                                         std::string(path) + ") has " + std::to_string(op.result.size()) + " bytes, not " +
                                          std::to_string(total * elem));
   std::size_t offset = 0;
   for (std::size_t i = 0; i < tensors.size() && status.ok(); ++i) {

@@ -35,7 +35,8 @@ ClusterNode::ClusterNode(asio::io_context& io, const ClusterConfig& config, Work
       hooks_(std::move(hooks)),
       staging_(StagingBuffers::create(config.fusion_threshold_bytes)),
       wake_formation_(io),
-      report_timer_(io) {}
+      report_timer_(io),
+      direct_limit_(negotiation::direct_limit(config.inline_bytes, static_cast<std::uint32_t>(config.nodes.size()))) {}
 
 ClusterNode::~ClusterNode() = default;
 
@@ -153,6 +154,7 @@ BootstrapConfig ClusterNode::bootstrap_config() const {
   bc.join_timeout = config_.join_timeout;
   bc.ring_chunk_bytes = config_.ring_chunk_bytes;
   bc.response_cache = static_cast<std::uint32_t>(config_.response_cache_capacity);
+  bc.inline_bytes = config_.inline_bytes;
   return bc;
 }
 
@@ -190,6 +192,7 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
     cache_ = std::make_unique<negotiation::ResponseCache>(config_.response_cache_capacity);
   bit_history_ = std::make_unique<negotiation::BitHistory>(config_.response_cache_capacity);
   stall_reported_.clear();
+  direct_ = std::make_unique<negotiation::DirectExchange>(num_nodes(), std::uint64_t{num_nodes()} * slots());
   const std::uint64_t epoch = epoch_;
   auto wire = [this, epoch](std::uint32_t node, const std::shared_ptr<PeerLink>& link) {
     link->set_handlers(
@@ -219,6 +222,7 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
                        << epoch_;
   // Whatever became ready while the ring formed is reported now.
   unreported_.clear();
+  unannounced_.clear();
   in_negotiation_.clear();
   for (auto& [name, w] : waiting_)
     if (!w.queue.empty()) report(w.queue.front());
@@ -244,6 +248,10 @@ void ClusterNode::on_peer_message(std::uint32_t from, peer_wire::Message message
       return;
     }
     on_ready_list(from, std::move(*ready));
+    return;
+  }
+  if (auto* contributions = std::get_if<peer_wire::Contributions>(&message)) {
+    on_contributions(from, std::move(*contributions));
     return;
   }
   if (auto* plan = std::get_if<peer_wire::Plan>(&message)) {
@@ -277,6 +285,7 @@ void ClusterNode::lose(const Status& why) {
   worker_links_.clear();
   coordinator_link_.reset();
   coordinator_.reset();
+  direct_.reset();
   plan_scheduled_ = false;
   if (acceptor_) {
     boost::system::error_code ec;
@@ -302,6 +311,7 @@ void ClusterNode::fail_waiting(const Status& why, std::string_view kind) {
   auto waiting = std::move(waiting_);
   waiting_.clear();
   unreported_.clear();
+  unannounced_.clear();
   in_negotiation_.clear();
   for (auto& [name, w] : waiting)
     for (auto& p : w.queue) hooks_.fail(p, why, kind);

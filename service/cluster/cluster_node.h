@@ -39,6 +39,7 @@
 #include "service/daemon_metrics.h"
 #include "service/negotiation/bit_history.h"
 #include "service/negotiation/coordinator.h"
+#include "service/negotiation/direct_exchange.h"
 #include "service/negotiation/response_cache.h"
 #include "service/pending_collective.h"
 #include "service/transport/counting.h"
@@ -127,16 +128,32 @@ class ClusterNode {
   std::string node_name(std::uint32_t node) const;
 
   // Negotiation (cluster_negotiation.cpp).
+  // A name's front became ready here: exchange it directly or negotiate it.
   void report(const PendingCollective& front);
+  // With node 0; with_data: offer the local reduction of a small allreduce.
+  void negotiate(const PendingCollective& front, bool with_data = true);
   void schedule_report();
   void send_report();
+  // Takes the front of a name's queue (its round or plan came); the next one
+  // behind it is reported now. nullopt when nothing of that name waits here.
+  std::optional<std::pair<PendingCollective, Clock::time_point>> take_front(const std::string& name);
+  // The metrics and timeline of a tensor whose negotiation ended now.
+  void negotiated(const std::string& name, Clock::time_point ready, Clock::time_point now);
+  // "<message> (node n runs global ranks Ln to Ln+L-1)", for disagreements.
+  std::string with_rank_hint(const std::string& message) const;
   void on_ready_list(std::uint32_t from, peer_wire::ReadyList list);
   void schedule_plan();
   void make_plan();
   void on_plan(const peer_wire::Plan& plan);
-  // An operation whose result came with the plan: copy it out and answer.
+  // An operation whose result is here (path "plan": it came with the plan;
+  // "direct": this node combined every node's contribution): copy it out and answer.
   void complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
-                       std::vector<Clock::time_point> ready_at);
+                       std::vector<Clock::time_point> ready_at, std::string_view path);
+  // Direct exchange of small allreduces (cluster_direct.cpp).
+  void announce();
+  void on_contributions(std::uint32_t from, peer_wire::Contributions contributions);
+  void on_contribution(std::uint32_t origin, peer_wire::DirectTensor contribution);
+  void finish_round(negotiation::DirectExchange::Round round);
   std::optional<peer_wire::ReadyTensor> resolve_bit(std::uint32_t bit, std::uint64_t plans_seen);
   void record_in_cache(const peer_wire::ReadyTensor& tensor, std::uint64_t cycle);
 
@@ -185,7 +202,12 @@ class ClusterNode {
   std::vector<Unreported> unreported_;
   bool report_scheduled_ = false;
   Clock::time_point last_report_{};
-  std::set<std::string> in_negotiation_;  // reported, plan not yet here
+  std::set<std::string> in_negotiation_;  // reported or announced, not yet finished
+  // Small allreduces exchanged directly: the limit, the contributions ready
+  // here and not yet sent, and the rounds in progress.
+  std::uint64_t direct_limit_ = 0;
+  std::vector<peer_wire::DirectTensor> unannounced_;
+  std::unique_ptr<negotiation::DirectExchange> direct_;
   std::uint64_t plans_applied_ = 0;
   std::unique_ptr<negotiation::ResponseCache> cache_;
   // Coordinator only.

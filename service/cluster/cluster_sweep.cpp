@@ -1,5 +1,7 @@
 // The periodic look at a formed ring: stuck operations, collectives the other
 // nodes never readied, link bandwidth, and the stall report on node 0.
+#include <map>
+
 #include "common/log.h"
 #include "service/cluster/cluster_node.h"
 
@@ -63,11 +65,28 @@ std::size_t ClusterNode::sweep(Clock::time_point now, Clock::duration stall_afte
   }
   if (!coordinator_) return 0;
   // Horovod's stall warning, across nodes: ready on some, missing on others.
-  const auto stalls = coordinator_->stalled(now, stall_after);
+  // Node 0 sees every direct exchange too (it forwards the contributions).
+  auto stalls = coordinator_->stalled(now, stall_after);
+  std::map<std::string, std::vector<std::uint32_t>> direct_ready;
+  if (direct_)
+    for (auto& stall : direct_->stalled(now, stall_after)) {
+      direct_ready[stall.name] = stall.ready_nodes;
+      stalls.push_back(std::move(stall));
+    }
   std::set<std::string> still;
   for (const auto& stall : stalls) {
     still.insert(stall.name);
     if (!stall_reported_.insert(stall.name).second) continue;
+    auto direct = direct_ready.find(stall.name);
+    if (direct != direct_ready.end() && direct->second != stall.ready_nodes) {
+      // Waiting in both: small on some nodes, larger (or not an allreduce) on others.
+      RS_LOG(warn, "stall") << "tensor '" << stall.name << "' of job '" << config_.job_id
+                            << "' is a small allreduce exchanged directly on node(s) " << rank_list(direct->second)
+                            << " but is negotiated as a larger tensor or another collective on node(s) "
+                            << rank_list(stall.ready_nodes)
+                            << ": the nodes disagree on it, and it fails at --collective-timeout";
+      continue;
+    }
     std::string ranks;
     for (std::uint32_t node : stall.missing_nodes) {
       if (!ranks.empty()) ranks += ",";

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/reduce.h"
+#include "service/negotiation/combine.h"
 #include "service/pending_collective.h"
 
 namespace ringsync::service::negotiation {
@@ -152,10 +152,7 @@ void Coordinator::append_result(const Entry& e, peer_wire::Operation& op) const 
   op.result.resize(at + bytes);
   std::vector<const void*> srcs;
   for (const auto& d : e.data) srcs.push_back(d.data());
-  // Nodes summed their ranks for avg; the job's rank count divides once, here.
-  const ReduceOp node_op = t.op == ReduceOp::kAvg ? ReduceOp::kSum : t.op;
-  reduce::reduce(op.result.data() + at, srcs.data(), srcs.size(), t.count, t.dtype, node_op);
-  if (t.op == ReduceOp::kAvg) reduce::divide(op.result.data() + at, t.count, t.dtype, inline_.ranks);
+  combine(t, srcs, inline_.ranks, op.result.data() + at);
 }
 
 std::vector<Coordinator::Stall> Coordinator::stalled(Clock::time_point now,

@@ -29,8 +29,11 @@ std::vector<std::uint8_t> finished(flatbuffers::FlatBufferBuilder& b) {
 }  // namespace
 
 TEST_CASE("peer messages survive encode and decode") {
-  PeerHello hello{kProtocolVersion, "job", 2, 4, 8, "secret", {1, 2, 3, 250}, 7};
+  PeerHello hello{kProtocolVersion, "job", 2, 4, 8, "secret", {1, 2, 3, 250}, 7, 1 << 20, 64, 32768};
   auto h = std::get<PeerHello>(round_trip(hello));
+  CHECK(h.ring_chunk_bytes == 1 << 20);
+  CHECK(h.response_cache == 64);
+  CHECK(h.inline_bytes == 32768);
   CHECK(h.job_id == "job");
   CHECK(h.node_rank == 2);
   CHECK(h.num_nodes == 4);
@@ -90,6 +93,25 @@ TEST_CASE("peer messages survive encode and decode") {
   REQUIRE(p.errors.size() == 1);
   CHECK(p.errors[0].message == "local ranks disagree");
 
+  Contributions contributions{6, 2, {}};
+  DirectTensor loss;
+  loss.tensor = ReadyTensor{"loss", wire::CollectiveKind::kAllreduce, DType::kF64, ReduceOp::kAvg, 1, 0};
+  loss.data = {1, 2, 3, 4, 5, 6, 7, 8};
+  contributions.tensors.push_back(loss);
+  DirectTensor gpu;
+  gpu.tensor = ReadyTensor{"gpu", wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kMax, 3, 0};
+  contributions.tensors.push_back(gpu);
+  auto c = std::get<Contributions>(round_trip(contributions));
+  CHECK(c.epoch == 6);
+  CHECK(c.origin == 2);
+  REQUIRE(c.tensors.size() == 2);
+  CHECK(c.tensors[0].tensor.name == "loss");
+  CHECK(c.tensors[0].tensor.dtype == DType::kF64);
+  CHECK(c.tensors[0].tensor.op == ReduceOp::kAvg);
+  CHECK(c.tensors[0].data == std::vector<std::uint8_t>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(c.tensors[1].tensor.count == 3);
+  CHECK(c.tensors[1].data.empty());
+
   CHECK(std::get<Goodbye>(round_trip(Goodbye{4, "shutting down"})).reason == "shutting down");
 
   auto roster = std::get<Roster>(round_trip(Roster{2, {{0, {1, 2}}, {1, {3}}, {2, {}}}}));
@@ -148,6 +170,20 @@ TEST_CASE("bad peer frames are refused with a reason") {
     auto ts = b.CreateVector(std::vector<flatbuffers::Offset<fb::ReadyTensor>>{t});
     b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::ReadyList, fb::CreateReadyList(b, 1, 0, ts).Union()));
     CHECK(decode(finished(b)).status().message() == "tensor 'w': unknown dtype 42");
+  }
+  {  // a contribution describes its tensor
+    flatbuffers::FlatBufferBuilder b;
+    auto t = fb::CreateDirectTensor(b, 0, b.CreateVector(std::vector<std::uint8_t>{1}));
+    auto ts = b.CreateVector(std::vector<flatbuffers::Offset<fb::DirectTensor>>{t});
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::Contributions, fb::CreateContributions(b, 1, 1, ts).Union()));
+    CHECK(decode(finished(b)).status().message() == "ready tensor without a name");
+  }
+  {  // with a known op
+    flatbuffers::FlatBufferBuilder b;
+    auto t = fb::CreateDirectTensor(b, fb::CreateReadyTensor(b, b.CreateString("w"), 0, 0, 77));
+    auto ts = b.CreateVector(std::vector<flatbuffers::Offset<fb::DirectTensor>>{t});
+    b.Finish(fb::CreatePeerFrame(b, fb::PeerBody::Contributions, fb::CreateContributions(b, 1, 1, ts).Union()));
+    CHECK(decode(finished(b)).status().message().find("tensor 'w': unknown") != std::string::npos);
   }
   {
     flatbuffers::FlatBufferBuilder b;

@@ -484,10 +484,10 @@ int main(int argc, char** argv) {
               "submit");
     mark("submitted");
     expect_status(finish(RS_SUCCESS, &req, "doomed"), arg(2, "").c_str(), arg(3, "").c_str());
-  } else if (scenario == "submit-wait") {  // submit-wait NAME SECONDS: one allreduce, bounded wait
+  } else if (scenario == "submit-wait") {  // submit-wait NAME SECONDS [COUNT]: one allreduce, bounded wait
     const std::string name = arg(2, "x");
     g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(arg(3, "30")));
-    std::vector<float> buf(1024, 1.0f);
+    std::vector<float> buf(std::stoul(arg(4, "1024")), 1.0f);
     rs_request_t* req = nullptr;
     expect_ok(rs_allreduce_async(ctx, name.c_str(), buf.data(), buf.data(), buf.size(), RS_F32,
                                  RS_SUM, &req),

@@ -181,13 +181,14 @@ TEST_CASE("cluster: daemons start and form the ring and stop cleanly") {
 TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
   ClusterFixture cluster(options(2, 2));
   // 786433 f32 is 3 MiB and odd, so ring segments are uneven. Up to 1001
-  // elements (8 KiB) allreduces get their result with the plan (--inline-bytes
-  // 32KiB), the 3 MiB ones run the ring.
+  // elements (8 KiB) allreduces are exchanged directly between the nodes
+  // (--inline-bytes 32KiB), the 3 MiB ones run the ring.
   CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "3", "1001", "786433"}));
   CHECK(all_running(cluster));
   for (int node = 0; node < cluster.nodes(); ++node)
-    CHECK_MESSAGE(metric_value(cluster.metrics(node), "ringsync_inline_operations_total").value_or(0) > 0,
-                  node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
+    CHECK_MESSAGE(
+        metric_value(cluster.metrics(node), "ringsync_inline_operations_total{path=\"direct\"}").value_or(0) > 0,
+        node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
@@ -208,15 +209,35 @@ TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-
 
 TEST_CASE("cluster: 3 nodes x 2 ranks: every collective") {
   ClusterFixture cluster(options(3, 2));
-  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "786433"}));
+  // At 3 nodes allreduces up to 10 KiB are exchanged directly (1001 f32),
+  // up to 21 KiB answered with the plan (4000 f32), larger ones run the ring.
+  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "4000", "786433"}));
   CHECK(all_running(cluster));
+  for (int node = 0; node < cluster.nodes(); ++node)
+    for (const char* path : {"direct", "plan"})
+      CHECK_MESSAGE(metric_value(cluster.metrics(node),
+                                 std::string("ringsync_inline_operations_total{path=\"") + path + "\"}")
+                            .value_or(0) > 0,
+                    path, node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: 200 small tensors exchanged directly, each answered without the ring") {
+  ClusterFixture cluster(options(2, 2, {"--cycle-time", "5ms"}));
+  REQUIRE(run_job(cluster, "fusion", {"fusion", "200"}));
+  for (int node = 0; node < cluster.nodes(); ++node)
+    CHECK_MESSAGE(
+        metric_value(cluster.metrics(node), "ringsync_inline_operations_total{path=\"direct\"}").value_or(0) >= 200,
+        node_metric_summary(cluster, {"ringsync_inline_operations_total", "ringsync_ring_operations_total"}));
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
 TEST_CASE("cluster: 200 small tensors fuse into fewer ring operations") {
-  // A longer cycle gathers more ready tensors per negotiation round.
-  ClusterFixture cluster(options(2, 2, {"--cycle-time", "5ms"}));
+  // A longer cycle gathers more ready tensors per negotiation round; the
+  // tensors (64-88 bytes) take the ring, not the direct exchange.
+  ClusterFixture cluster(options(2, 2, {"--cycle-time", "5ms", "--inline-bytes", "0"}));
   REQUIRE(run_job(cluster, "fusion", {"fusion", "200"}));
   const std::string metrics = cluster.metrics(0);
   const auto operations = metric_value(metrics, "ringsync_ring_operations_total");
@@ -248,6 +269,28 @@ TEST_CASE("cluster: nodes disagree on a count: every rank gets a mismatch naming
   ClusterFixture cluster(options(2, 2));
   // node-mismatch checks the error on every rank, then runs more tensors.
   CHECK(run_job(cluster, "mismatch", {"node-mismatch", "1"}));
+  CHECK(all_running(cluster));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: a tensor small on one node and large on the other is named, then times out") {
+  // Node 0's ranks exchange 'conflict' directly (4 KiB), node 1's negotiate
+  // it (64 KiB): the paths never meet. Node 0 says why, every rank gets an
+  // error at --collective-timeout, and the daemons serve on.
+  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms", "--collective-timeout", "3s"}));
+  {
+    RankGroup ranks(cluster, "conflict");
+    for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});
+    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
+    const auto codes = ranks.wait(60s);
+    for (int code : codes)
+      CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
+    const std::string line =
+        find_line(cluster.log(0), "'conflict'", std::regex("exchanged directly on node\\(s\\) 0 .*negotiated.*node\\(s\\) 1"));
+    CHECK_MESSAGE(!line.empty(), "node 0 did not name the disagreement:\n", cluster.logs());
+    MESSAGE("report: ", line);
+  }
   CHECK(all_running(cluster));
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());

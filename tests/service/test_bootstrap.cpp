@@ -120,6 +120,23 @@ TEST_CASE("a node with the wrong token, job or shape is refused with the reason"
   CHECK(shapes.results[2]->status().message().find("has 4 slots, this ring 2") != std::string::npos);
 }
 
+TEST_CASE("a node whose small allreduces would take another path than node 0's is refused") {
+  // With different --inline-bytes one node would exchange a tensor directly
+  // while another negotiated it: both would wait for ever.
+  Cluster cluster(2);
+  auto coordinator = cluster.config(0, 1500ms);
+  coordinator.inline_bytes = 32 * 1024;
+  cluster.start(coordinator);
+  auto other = cluster.config(1);
+  other.inline_bytes = 0;
+  cluster.start(other);
+  REQUIRE(cluster.wait({0, 1}));
+  REQUIRE_FALSE(cluster.results[1]->ok());
+  CHECK_MESSAGE(cluster.results[1]->status().message().find(
+                    "node 1 runs --inline-bytes 0, node 0 32768; every node must use the same") != std::string::npos,
+                cluster.results[1]->status().message());
+}
+
 TEST_CASE("no coordinator: a worker gives up at its deadline naming the address") {
   Cluster cluster(2);
   cluster.acceptor.close();  // nobody listens on node 0's port now

@@ -1,0 +1,78 @@
+#include "service/negotiation/direct_exchange.h"
+
+#include <algorithm>
+
+#include "service/negotiation/combine.h"
+
+namespace ringsync::service::negotiation {
+
+std::uint64_t direct_limit(std::uint64_t max_bytes, std::uint32_t num_nodes) {
+  if (num_nodes < 2) return 0;
+  const std::uint64_t n = num_nodes;
+  return max_bytes * 2 / (n * (n - 1));
+}
+
+bool exchanged_directly(const peer_wire::ReadyTensor& tensor, std::uint64_t limit) {
+  const std::uint64_t bytes = tensor.count * dtype_size(tensor.dtype);
+  return tensor.kind == wire::CollectiveKind::kAllreduce && bytes > 0 && bytes <= limit;
+}
+
+DirectExchange::DirectExchange(std::uint32_t num_nodes, std::uint64_t ranks)
+    : num_nodes_(num_nodes), ranks_(ranks) {}
+
+std::optional<DirectExchange::Round> DirectExchange::add(std::uint32_t origin, peer_wire::DirectTensor contribution,
+                                                         Clock::time_point now) {
+  if (origin >= num_nodes_) return std::nullopt;
+  const std::string name = contribution.tensor.name;
+  auto [it, fresh] = table_.try_emplace(name);
+  if (fresh) it->second.resize(num_nodes_);
+  Queues& queues = it->second;
+  queues[origin].push_back(Arrived{std::move(contribution), now});
+  if (!std::all_of(queues.begin(), queues.end(), [](const auto& q) { return !q.empty(); })) return std::nullopt;
+  Round round = finish(name, queues);
+  for (auto& q : queues) q.pop_front();
+  if (std::all_of(queues.begin(), queues.end(), [](const auto& q) { return q.empty(); })) table_.erase(it);
+  return round;
+}
+
+DirectExchange::Round DirectExchange::finish(const std::string& name, Queues& queues) const {
+  Round round;
+  round.name = name;
+  round.tensor = queues.front().front().contribution.tensor;
+  std::vector<std::optional<peer_wire::ReadyTensor>> by_node;
+  for (const auto& q : queues) by_node.push_back(q.front().contribution.tensor);
+  round.error = disagreement(name, by_node);
+  if (!round.error.empty()) {
+    round.outcome = Round::Outcome::kMismatch;
+    return round;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(round.tensor.count * dtype_size(round.tensor.dtype));
+  std::vector<const void*> node_data;
+  for (const auto& q : queues) {
+    const auto& data = q.front().contribution.data;
+    if (data.size() != bytes) {
+      round.outcome = Round::Outcome::kNegotiate;
+      return round;
+    }
+    node_data.push_back(data.data());
+  }
+  round.result.resize(bytes);
+  combine(round.tensor, node_data, ranks_, round.result.data());
+  return round;
+}
+
+std::vector<Coordinator::Stall> DirectExchange::stalled(Clock::time_point now, Clock::duration age) const {
+  std::vector<Coordinator::Stall> out;
+  for (const auto& [name, queues] : table_) {
+    Clock::time_point first = now;
+    for (const auto& q : queues)
+      if (!q.empty()) first = std::min(first, q.front().at);
+    if (now - first < age) continue;
+    Coordinator::Stall s{name, {}, {}, now - first};
+    for (std::uint32_t n = 0; n < num_nodes_; ++n) (queues[n].empty() ? s.missing_nodes : s.ready_nodes).push_back(n);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace ringsync::service::negotiation
