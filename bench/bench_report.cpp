@@ -1,5 +1,6 @@
 #include "bench/bench_report.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -62,7 +63,7 @@ std::string utc_now() {
 }
 
 Row make_row(Collective c, const Shape& shape, DType dtype, ReduceOp op, int root, int ranks,
-             double seconds, std::optional<std::int64_t> wrong) {
+             double seconds, double median_seconds, std::optional<std::int64_t> wrong) {
   Row row;
   row.collective = c;
   row.bytes = shape.bytes;
@@ -71,6 +72,7 @@ Row make_row(Collective c, const Shape& shape, DType dtype, ReduceOp op, int roo
   row.redop = c == Collective::kAllreduce ? std::string(op_name(op)) : "none";
   row.root = c == Collective::kBroadcast ? root : -1;
   row.seconds = seconds;
+  row.median_seconds = median_seconds;
   row.algbw = seconds > 0 ? static_cast<double>(shape.bytes) / seconds / 1e9 : 0;
   row.busbw = row.algbw * bus_factor(c, ranks);
   row.wrong = wrong;
@@ -113,12 +115,22 @@ void print_summary(const std::vector<Row>& rows) {
   std::fflush(stdout);
 }
 
+double median_of(std::vector<double> times) {
+  if (times.empty()) return 0;
+  const std::size_t mid = times.size() / 2;
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(mid), times.end());
+  if (times.size() % 2) return times[mid];
+  const double upper = times[mid];
+  return (*std::max_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2;
+}
+
 bool write_csv(std::ostream& out, const std::vector<Row>& rows, const RunInfo& info) {
-  out << "collective,size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps,wrong,"
+  out << "collective,size_bytes,count,type,redop,root,time_us,median_us,algbw_gbps,busbw_gbps,wrong,"
          "ranks,nodes,date\n";
   for (const Row& r : rows)
     out << collective_name(r.collective) << ',' << r.bytes << ',' << r.count << ',' << r.type << ','
         << r.redop << ',' << r.root << ',' << format("%.3f", r.seconds * 1e6) << ','
+        << format("%.3f", r.median_seconds * 1e6) << ','
         << format("%.6g", r.algbw) << ',' << format("%.6g", r.busbw) << ','
         << (r.wrong ? std::to_string(*r.wrong) : "") << ',' << info.ranks << ',' << info.nodes
         << ',' << info.date << '\n';
@@ -140,6 +152,7 @@ bool write_json(std::ostream& out, const std::vector<Row>& rows, const RunInfo& 
         << ", \"size_bytes\": " << r.bytes << ", \"count\": " << r.count
         << ", \"type\": " << json_string(r.type) << ", \"redop\": " << json_string(r.redop)
         << ", \"root\": " << r.root << ", \"time_us\": " << format("%.3f", r.seconds * 1e6)
+        << ", \"median_us\": " << format("%.3f", r.median_seconds * 1e6)
         << ", \"algbw_gbps\": " << format("%.6g", r.algbw)
         << ", \"busbw_gbps\": " << format("%.6g", r.busbw)
         << ", \"wrong\": " << (r.wrong ? std::to_string(*r.wrong) : "null") << "}";

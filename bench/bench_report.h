@@ -22,6 +22,7 @@ struct Row {
   std::string redop;                  // "sum", ... or "none"
   int root = -1;                      // broadcast's root, else -1 (as nccl-tests prints them)
   double seconds = 0;                 // mean per iteration, slowest rank
+  double median_seconds = 0;          // median iteration, the slowest rank's median
   double algbw = 0;                   // GB/s
   double busbw = 0;                   // GB/s
   std::optional<std::int64_t> wrong;  // summed over ranks; none with -c 0
@@ -40,7 +41,10 @@ std::string utc_now();
 
 // Row for one measurement; algbw and busbw from the shape's size and the time.
 Row make_row(Collective c, const Shape& shape, DType dtype, ReduceOp op, int root, int ranks,
-             double seconds, std::optional<std::int64_t> wrong);
+             double seconds, double median_seconds, std::optional<std::int64_t> wrong);
+
+// The median of per-iteration times (0 for none). Takes a copy: it reorders.
+double median_of(std::vector<double> times);
 
 // The table, printed to stdout as the rows come (flushed: the launcher's pipe
 // should show progress).

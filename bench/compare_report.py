@@ -52,7 +52,8 @@ def read_status(path):
 
 
 def read_rows(path):
-    """{size_bytes: (time_us, busbw_gbps, wrong)} of the allreduce rows of one CSV."""
+    """{size_bytes: (time_us, busbw_gbps, wrong, median_us)} of the allreduce rows of one
+    CSV; median_us is None in a CSV without that column."""
     rows = {}
     if not os.path.exists(path):
         return rows
@@ -60,8 +61,10 @@ def read_rows(path):
         for r in csv.DictReader(f):
             if r.get("collective") != "allreduce":
                 continue
+            median = r.get("median_us") or None
             rows[int(r["size_bytes"])] = (float(r["time_us"]), float(r["busbw_gbps"]),
-                                          r.get("wrong", ""))
+                                          r.get("wrong", ""),
+                                          None if median is None else float(median))
     return rows
 
 
@@ -126,7 +129,7 @@ def status_lines(regime):
         state, detail = regime.status.get(key, ("not run", ""))
         if state == "ok" and not regime.rows[key]:
             state, detail = "failed", "no rows in its CSV"
-        wrong = sum(int(w) for _, _, w in regime.rows[key].values() if w.strip().isdigit())
+        wrong = sum(int(r[2]) for r in regime.rows[key].values() if r[2].strip().isdigit())
         if state == "ok" and wrong:
             state, detail = "WRONG RESULTS", f"{wrong} elements differ"
         lines.append(f"- {label}: {state}" + (f" ({detail})" if detail else ""))
@@ -182,6 +185,14 @@ def regime_markdown(regime):
         cells.append(fmt(regime.bound_us(s, regime.n), 4))
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
+    out.append("median time per allreduce (us; each rank's median iteration, the slowest rank's):")
+    out.append("")
+    out.append("| size | " + " | ".join(labels) + " |")
+    out.append("|---:|" + "---:|" * len(labels))
+    for s in regime.sizes:
+        cells = [fmt(regime.rows[k].get(s, (None,) * 4)[3], 4) for k, _ in present]
+        out.append(f"| {human(s)} | " + " | ".join(cells) + " |")
+    out.append("")
     return out
 
 
@@ -191,6 +202,7 @@ def write_csv(path, regimes):
     head += ["limit_flat_ring_busbw_gbps", "limit_ringsync_busbw_gbps", "link_gbit_s"]
     head += [f"{k}_time_us" for k, _ in SYSTEMS]
     head += ["bound_flat_ring_time_us", "bound_ringsync_time_us"]
+    head += [f"{k}_median_us" for k, _ in SYSTEMS]
 
     def cell(v):
         return "" if v is None else f"{v:.6g}"
@@ -206,6 +218,7 @@ def write_csv(path, regimes):
                         cell(r.bps / 1e9 if r.bps else None)]
                 row += [cell(r.rows[k].get(s, (None,))[0]) for k, _ in SYSTEMS]
                 row += [cell(r.bound_us(s, r.n)), cell(r.bound_us(s, r.hosts))]
+                row += [cell(r.rows[k].get(s, (None,) * 4)[3]) for k, _ in SYSTEMS]
                 w.writerow(row)
 
 

@@ -18,6 +18,7 @@ rendezvous failed, 4 a collective failed, 5 --csv could not be written.
 import argparse
 import datetime
 import os
+import statistics
 import sys
 import time
 
@@ -111,8 +112,8 @@ def main():
         print("#%12s %13s %9s %6s %6s %10s %8s %8s %7s" %
               ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", ""))
         if csv:
-            csv.write("collective,size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps,"
-                      "wrong,ranks,nodes,date\n")
+            csv.write("collective,size_bytes,count,type,redop,root,time_us,median_us,algbw_gbps,"
+                      "busbw_gbps,wrong,ranks,nodes,date\n")
         sys.stdout.flush()
 
     total_wrong, busbws = 0, []
@@ -125,10 +126,16 @@ def main():
                 dist.all_reduce(t)
             dist.barrier()
             start = time.perf_counter()
+            last, times = start, []
             for _ in range(o.iters):
                 dist.all_reduce(t)
-            seconds = torch.tensor([(time.perf_counter() - start) / o.iters], dtype=torch.float64)
+                now = time.perf_counter()
+                times.append(now - last)
+                last = now
+            seconds = torch.tensor([(last - start) / o.iters], dtype=torch.float64)
             dist.all_reduce(seconds, op=dist.ReduceOp.MAX)  # the slowest rank's time
+            median = torch.tensor([statistics.median(times)], dtype=torch.float64)
+            dist.all_reduce(median, op=dist.ReduceOp.MAX)
             # The check: small integers, so any order of the sum gives the same bits.
             idx = torch.arange(count, dtype=torch.int64)
             t = ((idx + rank) % 16).to(torch.float32)
@@ -152,7 +159,8 @@ def main():
                   (nbytes, count, "float", "sum", -1, s * 1e6, algbw, busbw, wrong.item()))
             sys.stdout.flush()
             if csv:
-                csv.write(f"allreduce,{nbytes},{count},float,sum,-1,{s * 1e6:.3f},{algbw:.6g},"
+                csv.write(f"allreduce,{nbytes},{count},float,sum,-1,{s * 1e6:.3f},"
+                          f"{median.item() * 1e6:.3f},{algbw:.6g},"
                           f"{busbw:.6g},{wrong.item()},{size},{nodes},{date}\n")
     code = 1 if total_wrong else 0
     if rank == 0:

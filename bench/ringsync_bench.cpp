@@ -98,15 +98,23 @@ class Bench {
       return false;
 
     const auto start = std::chrono::steady_clock::now();
-    for (int it = 0; it < o_.iters; ++it)
+    auto last = start;
+    for (int it = 0; it < o_.iters; ++it) {
       if (!once()) return false;
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o_.iters;
+      const auto now = std::chrono::steady_clock::now();
+      times_[static_cast<std::size_t>(it)] = std::chrono::duration<double>(now - last).count();
+      last = now;
+    }
+    double seconds = std::chrono::duration<double>(last - start).count() / o_.iters;
+    double median = median_of(times_);
 
     // The slowest rank's time is the collective's time.
     if (!finish(rs_allreduce_async(ctx_, "bench.time", &seconds, &seconds, 1, RS_F64, RS_MAX,
                                    &request_),
                 "the time allreduce after " + name))
+      return false;
+    if (!finish(rs_allreduce_async(ctx_, "bench.median", &median, &median, 1, RS_F64, RS_MAX, &request_),
+                "the median allreduce after " + name))
       return false;
     std::optional<std::int64_t> wrong;
     if (o_.check) {
@@ -120,7 +128,7 @@ class Bench {
         return false;
       wrong = mine;
     }
-    *row = make_row(c, shape, d, op, o_.root, ranks_, seconds, wrong);
+    *row = make_row(c, shape, d, op, o_.root, ranks_, seconds, median, wrong);
     return true;
   }
 
@@ -149,6 +157,8 @@ class Bench {
   std::size_t send_bytes_;
   int rank_, ranks_;
   rs_request_t* request_ = nullptr;
+  // Each timed iteration (for the median), sized once: no allocation while timing.
+  std::vector<double> times_ = std::vector<double>(static_cast<std::size_t>(o_.iters));
 };
 
 // Opens --csv / --json on rank 0 before anything is measured, so a bad path fails

@@ -118,15 +118,21 @@ class Bench {
     if (!ok(backend_.barrier(), "the barrier before " + name)) return false;
 
     const auto start = std::chrono::steady_clock::now();
-    for (int it = 0; it < o_.iters; ++it)
+    auto last = start;
+    for (int it = 0; it < o_.iters; ++it) {
       if (!ok(backend_.run_once(), name)) return false;
-    const double mine =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / o_.iters;
+      const auto now = std::chrono::steady_clock::now();
+      times_[static_cast<std::size_t>(it)] = std::chrono::duration<double>(now - last).count();
+      last = now;
+    }
+    const double mine = std::chrono::duration<double>(last - start).count() / o_.iters;
 
     // The slowest rank's time is the collective's time.
     auto seconds = backend_.max_over_ranks(mine);
     if (!ok(seconds.ok() ? Status::Ok() : seconds.status(), "the time allreduce after " + name))
       return false;
+    auto median = backend_.max_over_ranks(median_of(times_));
+    if (!ok(median.ok() ? Status::Ok() : median.status(), "the median allreduce after " + name)) return false;
     std::optional<std::int64_t> wrong;
     if (o_.check) {
       // An in-place algorithm has reduced its own results over and over: check one
@@ -145,7 +151,7 @@ class Bench {
         return false;
       wrong = *total;
     }
-    *row = make_row(c, shape, d, op, o_.root, backend_.ranks(), *seconds, wrong);
+    *row = make_row(c, shape, d, op, o_.root, backend_.ranks(), *seconds, *median, wrong);
     return true;
   }
 
@@ -174,6 +180,8 @@ class Bench {
   void* recv_;
   std::size_t send_bytes_;
   const std::string& tool_;
+  // Each timed iteration (for the median), sized once: no allocation while timing.
+  std::vector<double> times_ = std::vector<double>(static_cast<std::size_t>(o_.iters));
 };
 
 bool open_outputs(const Options& o, std::ofstream& csv, std::ofstream& json,

@@ -112,10 +112,23 @@ TEST_CASE("ringsync-bench on 2 nodes x 2 slots: every collective, every row chec
 
   // The files hold the same rows, with the job's shape and a date.
   const std::string csv = read_file(files.file("rows.csv"));
-  CHECK(csv.rfind("collective,size_bytes,count,type,redop,root,time_us,algbw_gbps,busbw_gbps,wrong,"
+  CHECK(csv.rfind("collective,size_bytes,count,type,redop,root,time_us,median_us,algbw_gbps,busbw_gbps,wrong,"
                   "ranks,nodes,date\n",
                   0) == 0);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + static_cast<long>(expected.size()));
+  {  // every row has a mean and a median time, both measured
+    std::istringstream lines(csv);
+    std::string line;
+    std::getline(lines, line);
+    while (std::getline(lines, line)) {
+      std::vector<std::string> cells;
+      std::istringstream fields(line);
+      for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+      REQUIRE(cells.size() >= 8);
+      CHECK_MESSAGE(std::stod(cells[6]) > 0, line);
+      CHECK_MESSAGE(std::stod(cells[7]) > 0, line);
+    }
+  }
   CHECK(csv.find("\nallgather,262144,16384,float,none,-1,") != std::string::npos);
   const std::string json = read_file(files.file("rows.json"));
   CHECK(json.find("\"ranks\": 4") != std::string::npos);
