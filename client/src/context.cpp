@@ -206,7 +206,10 @@ Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call
 
 Result<std::shared_ptr<RequestState>> Context::send_collective(wire::Collective message,
                                                                PendingCollective pending) {
-  pending.state = std::make_shared<RequestState>(message.request_id, progress_);
+  // A collective of a few KiB is answered in microseconds (the daemons'
+  // small-allreduce paths); a larger one keeps the daemon busy for longer.
+  const std::uint64_t bytes = message.count * dtype_size(message.dtype);
+  pending.state = std::make_shared<RequestState>(message.request_id, progress_, bytes <= kSoonBytes);
   auto state = pending.state;
   {
     std::unique_lock lock(mu_);

@@ -18,7 +18,7 @@ namespace ringsync::client {
 using Environment = std::map<std::string, std::string>;
 
 inline constexpr int kDefaultConnectTimeoutMs = 10000;
-inline constexpr int kDefaultBusyPollUs = 50;
+inline constexpr int kDefaultBusyPollUs = 1000;
 inline constexpr int kMaxBusyPollUs = 10000;
 
 struct Settings {
@@ -27,8 +27,9 @@ struct Settings {
   int local_rank = 0;
   int local_size = 1;
   std::chrono::milliseconds connect_timeout{kDefaultConnectTimeoutMs};
-  // RINGSYNC_BUSY_POLL_US: how long a waiting thread polls the daemon's socket
-  // before it sleeps (client/src/progress.h); 0 never polls.
+  // RINGSYNC_BUSY_POLL_US: how long a thread waiting for a small collective
+  // polls the daemon's socket before it sleeps (client/src/progress.h); 0
+  // never polls.
   std::chrono::microseconds busy_poll{kDefaultBusyPollUs};
 };
 

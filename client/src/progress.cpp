@@ -12,7 +12,8 @@ namespace ringsync::client {
 Progress::Progress(Connection& connection, std::chrono::microseconds busy_poll, Dispatch dispatch, Broken broken)
     : connection_(connection), busy_poll_(busy_poll), dispatch_(std::move(dispatch)), broken_(std::move(broken)) {}
 
-Progress::Outcome Progress::drive(const std::function<bool()>& done, std::optional<Clock::time_point> deadline) {
+Progress::Outcome Progress::drive(const std::function<bool()>& done, std::optional<Clock::time_point> deadline,
+                                  bool soon) {
   std::unique_lock lock(mu_);
   for (;;) {
     if (done()) return Outcome::kDone;
@@ -21,7 +22,7 @@ Progress::Outcome Progress::drive(const std::function<bool()>& done, std::option
     if (!reading_) {
       reading_ = true;
       lock.unlock();
-      read_one(deadline, true);
+      read_one(deadline, true, soon);
       lock.lock();
       reading_ = false;
       changed_.notify_all();
@@ -55,10 +56,11 @@ void Progress::detach() {
   changed_.notify_all();
 }
 
-bool Progress::read_one(std::optional<Clock::time_point> deadline, bool wait) {
+bool Progress::read_one(std::optional<Clock::time_point> deadline, bool wait, bool soon) {
   // Poll first: the answer of a small collective is usually microseconds away.
-  if (wait && busy_poll_.count() > 0 && !connection_.buffered()) {
-    const Clock::time_point until = Clock::now() + busy_poll_;
+  const auto window = poll_window(busy_poll_, soon);
+  if (wait && window.count() > 0 && !connection_.buffered()) {
+    const Clock::time_point until = Clock::now() + window;
     while (Clock::now() < until && !connection_.readable()) std::this_thread::yield();
   }
   int timeout_ms = -1;

@@ -3,13 +3,16 @@
 // registration) takes the reader role if it is free, reads and dispatches
 // messages until its own reply is in, then hands the role on; the others
 // sleep until a message was dispatched or the role is free. The reader polls
-// the socket for a short window (RINGSYNC_BUSY_POLL_US) before it sleeps in
-// the kernel, so a small allreduce's answer costs no thread hand-off and,
-// usually, no wake-up. rs_test and every submission read what has already
+// the socket for a window (RINGSYNC_BUSY_POLL_US) before it sleeps in the
+// kernel, so a small allreduce's answer costs no thread hand-off and, usually,
+// no wake-up. Only a thread whose answer is due soon (a small collective, a
+// buffer request) polls the whole window; one waiting for a large collective
+// polls at most kLongWaitPoll, leaving the CPU to the daemon that works on it. rs_test and every submission read what has already
 // arrived, without waiting, so completions of requests nobody waits for
 // (abandoned handles) still release their buffers.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -32,6 +35,14 @@ class Progress {
 
   Progress(Connection& connection, std::chrono::microseconds busy_poll, Dispatch dispatch, Broken broken);
 
+  // The polling window of a wait whose answer is not due soon.
+  static constexpr std::chrono::microseconds kLongWaitPoll{50};
+  // How long a waiting thread polls: all of busy_poll when its answer is due
+  // soon, else at most kLongWaitPoll.
+  static std::chrono::microseconds poll_window(std::chrono::microseconds busy_poll, bool soon) {
+    return soon ? busy_poll : std::min(busy_poll, kLongWaitPoll);
+  }
+
   enum class Outcome {
     kDone,         // done() became true
     kTimeout,      // the deadline passed first
@@ -39,8 +50,10 @@ class Progress {
                    // everything pending was or will be completed with the reason
   };
   // Reads and dispatches (or sleeps while another thread does) until `done()`,
-  // checked under this object's lock, is true, or `deadline` passes.
-  Outcome drive(const std::function<bool()>& done, std::optional<Clock::time_point> deadline);
+  // checked under this object's lock, is true, or `deadline` passes. soon: the
+  // answer is expected within microseconds (polls the whole window).
+  Outcome drive(const std::function<bool()>& done, std::optional<Clock::time_point> deadline,
+                bool soon = true);
 
   // Dispatches the messages that have arrived, without waiting; nothing when
   // another thread is reading.
@@ -55,7 +68,7 @@ class Progress {
   // With the role held and mu_ not: reads one message (waiting up to
   // `deadline`; none: forever; now or earlier: only what has arrived) and
   // dispatches it. False when nothing came in time.
-  bool read_one(std::optional<Clock::time_point> deadline, bool wait);
+  bool read_one(std::optional<Clock::time_point> deadline, bool wait, bool soon = true);
   void fail(const Status& why);  // role held
 
   Connection& connection_;

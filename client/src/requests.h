@@ -19,8 +19,10 @@ namespace ringsync::client {
 class RequestState {
  public:
   // progress: reads the daemon's answers while waiting (nullptr: only wait).
-  explicit RequestState(std::uint64_t request_id, std::shared_ptr<Progress> progress = nullptr)
-      : request_id_(request_id), progress_(std::move(progress)) {}
+  // soon: the answer is expected within microseconds (a small collective):
+  // a waiting thread polls for it longer (progress.h).
+  explicit RequestState(std::uint64_t request_id, std::shared_ptr<Progress> progress = nullptr, bool soon = true)
+      : request_id_(request_id), progress_(std::move(progress)), soon_(soon) {}
 
   std::uint64_t request_id() const { return request_id_; }
 
@@ -48,6 +50,7 @@ class RequestState {
 
   const std::uint64_t request_id_;
   const std::shared_ptr<Progress> progress_;
+  const bool soon_;
   std::mutex mu_;
   std::condition_variable done_cv_;
   bool done_ = false;

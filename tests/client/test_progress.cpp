@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/src/progress.h"
 #include "fake_daemon.h"
 #include "ringsync/ringsync.h"
 
@@ -118,4 +119,14 @@ TEST_CASE("a daemon that goes away while a thread reads ends every wait with RS_
   CHECK(ra == RS_CLOSED);
   CHECK(rb == RS_CLOSED);
   rs_disconnect(ctx);
+}
+
+TEST_CASE("a thread waiting for a small collective polls the whole window, for a large one briefly") {
+  using std::chrono::microseconds;
+  using ringsync::client::Progress;
+  CHECK(Progress::poll_window(microseconds(1000), true) == microseconds(1000));
+  CHECK(Progress::poll_window(microseconds(1000), false) == Progress::kLongWaitPoll);
+  CHECK(Progress::poll_window(microseconds(20), false) == microseconds(20));
+  CHECK(Progress::poll_window(microseconds(0), true) == microseconds(0));
+  CHECK(Progress::poll_window(microseconds(0), false) == microseconds(0));
 }

@@ -16,8 +16,10 @@
  *
  * Threads: one rs_context_t may be used from several threads at once. The
  * library starts no threads: a waiting thread reads the daemon's answers
- * itself. It polls for $RINGSYNC_BUSY_POLL_US microseconds (default 50; 0:
- * never) before it sleeps, which saves a wake-up on small collectives;
+ * itself. Waiting for a collective of up to 8 KiB, it polls for
+ * $RINGSYNC_BUSY_POLL_US microseconds (default 1000; 0: never) before it
+ * sleeps, which saves a wake-up (and spends up to that much CPU per wait,
+ * yielding to other threads as it polls); for larger ones at most 50;
  * rs_test() and every submission read what has arrived without waiting.
  */
 #ifndef RINGSYNC_RINGSYNC_H
