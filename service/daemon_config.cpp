@@ -162,9 +162,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "Ready allreduces of one dtype and op are fused into one ring operation up to this size; 0 "
        "disables fusion."},
       {"inline-bytes", Kind::kBytes, "32KiB", "bytes",
-       "Allreduces up to this size (fused ones together; x 2/N on N > 2 nodes) go with negotiation: "
-       "node 0 reduces every node's data and sends the result with the plan, with no ring; 0 always "
-       "runs the ring."},
+       "Allreduces up to this size skip the ring: up to x 2/(N(N-1)) the nodes exchange their local "
+       "reductions directly, up to x 2/N node 0 sends the result with the plan; 0 always runs the "
+       "ring. The same on every node."},
       {"response-cache", Kind::kInt, "1024", "tensors",
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
       {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},
