@@ -319,17 +319,19 @@ std::string RankGroup::report(std::size_t tail_bytes) const {
 
 NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim, int sig,
                                const std::function<void()>& between,
-                               std::chrono::seconds deadline) {
+                               std::chrono::seconds deadline, const std::string& count) {
   return hurt_node_mid_loop(
-      cluster, ranks, victim, [&cluster, victim, sig] { cluster.signal(victim, sig); }, between, deadline);
+      cluster, ranks, victim, [&cluster, victim, sig] { cluster.signal(victim, sig); }, between, deadline, count);
 }
 
-NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim,
+NodeLossRun hurt_node_mid_loop(ClusterFixture& /*cluster*/, RankGroup& ranks, int victim,
                                const std::function<void()>& hurt, const std::function<void()>& between,
-                               std::chrono::seconds deadline) {
+                               std::chrono::seconds deadline, const std::string& count) {
   NodeLossRun out;
   // The loop's own bound (90 s) outlasts ours, so no rank stops by itself too early.
-  ranks.start_all({"loop", "90", "node " + std::to_string(victim)});
+  std::vector<std::string> loop = {"loop", "90", "node " + std::to_string(victim)};
+  if (!count.empty()) loop.push_back(count);
+  ranks.start_all(loop);
   out.looping = ranks.wait_marks("looping", 60s);
   if (!out.looping) return out;
   hurt();

@@ -156,16 +156,19 @@ struct NodeLossRun {
 // Starts `loop` on every rank (expecting peer lost naming "node VICTIM"), waits
 // (60 s at most) until all are inside it, sends `sig` to the victim's daemon,
 // then waits up to `deadline` for the other nodes' ranks, runs `between` (e.g.
-// SIGCONT), and waits up to `deadline` for the victim's own ranks.
+// SIGCONT), and waits up to `deadline` for the victim's own ranks. `count`:
+// the loop's f32 elements per allreduce ("": its default, 1 MiB).
 NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim, int sig,
                                const std::function<void()>& between = {},
-                               std::chrono::seconds deadline = std::chrono::seconds(30));
+                               std::chrono::seconds deadline = std::chrono::seconds(30),
+                               const std::string& count = "");
 
 // The same, with `hurt` doing the damage instead of a signal (e.g. cutting the
 // victim's link).
 NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int victim,
                                const std::function<void()>& hurt, const std::function<void()>& between,
-                               std::chrono::seconds deadline = std::chrono::seconds(30));
+                               std::chrono::seconds deadline = std::chrono::seconds(30),
+                               const std::string& count = "");
 
 // The last `bytes` of text, marked as cut when it was longer.
 std::string tail(const std::string& text, std::size_t bytes);

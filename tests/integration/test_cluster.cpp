@@ -349,6 +349,31 @@ TEST_CASE("cluster: a daemon killed mid-allreduce: peer lost naming it; then it 
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
+TEST_CASE("cluster: a worker killed mid small allreduces (exchanged directly): peer lost naming it") {
+  // 8 B allreduces on 3 nodes go node to node, node 0 forwarding the workers'
+  // contributions; losing node 1 mid-exchange must end every wait, not hang one.
+  ClusterFixture cluster(options(3, 2));
+  const int victim = 1;
+  {
+    RankGroup ranks(cluster, "killed-small");
+    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL, {}, 30s, "2");
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n", ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
+                  "every rank on nodes 0 and 2 should get peer lost naming node 1 (exit ", rank_exit::kPeerLost,
+                  "):\n", ranks.report(), cluster.logs());
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  for (int node : {0, 2})
+    CHECK_MESSAGE(
+        metric_value(cluster.metrics(node), "ringsync_inline_operations_total{path=\"direct\"}").value_or(0) > 0,
+        node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
+  CHECK_MESSAGE(all_running(cluster, victim), cluster.logs());
+  cluster.restart(victim);
+  CHECK(run_job(cluster, "after-restart-small", {"collectives", "1", "3"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
 TEST_CASE("cluster: a daemon stopped mid-allreduce: peer lost naming it; then it recovers") {
   ClusterFixture cluster(options(3, 2));
   const int victim = 1;
