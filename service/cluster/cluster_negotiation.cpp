@@ -222,9 +222,8 @@ void ClusterNode::negotiated(const std::string& name, Clock::time_point ready, C
 void ClusterNode::on_plan(const peer_wire::Plan& plan) {
   const Clock::time_point now = Clock::now();
   plans_applied_ = plan.cycle;
-  auto take = [this](const std::string& name) { return take_front(name); };
   for (const auto& error : plan.errors) {
-    auto taken = take(error.name);
+    auto taken = take_front(error.name);
     if (!taken) continue;
     std::string message = with_rank_hint(error.message);
     RS_LOG(warn, "collective") << message;
@@ -235,7 +234,7 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
       std::vector<PendingCollective> tensors;
       std::vector<Clock::time_point> ready_at;
       for (const auto& name : op.names) {
-        auto taken = take(name);
+        auto taken = take_front(name);
         if (!taken) {
           for (std::size_t i = 0; i < tensors.size(); ++i)
             hooks_.fail(tensors[i], Status::PeerLost("the plan names a tensor not ready here"), "peer_lost");
@@ -255,7 +254,7 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
     auto running = std::make_shared<Running>();
     running->op = op;
     for (std::size_t i = 0; i < op.names.size(); ++i) {
-      auto taken = take(op.names[i]);
+      auto taken = take_front(op.names[i]);
       if (!taken) {
         // lose() fails what is queued: put this operation's tensors there first.
         queued_.push_back(std::move(running));
