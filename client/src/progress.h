@@ -7,9 +7,10 @@
 // kernel, so a small allreduce's answer costs no thread hand-off and, usually,
 // no wake-up. Only a thread whose answer is due soon (a small collective, a
 // buffer request) polls the whole window; one waiting for a large collective
-// polls at most kLongWaitPoll, leaving the CPU to the daemon that works on it. rs_test and every submission read what has already
-// arrived, without waiting, so completions of requests nobody waits for
-// (abandoned handles) still release their buffers.
+// polls at most kLongWaitPoll, leaving the CPU to the daemon that works on it.
+// rs_test and every submission read what has already arrived, without
+// waiting, so completions of requests nobody waits for (abandoned handles)
+// still release their buffers.
 #pragma once
 
 #include <algorithm>
