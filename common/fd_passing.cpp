@@ -27,7 +27,7 @@ ssize_t send_with_fd(int sock, const void* data, std::size_t len, int fd) {
   }
 }
 
-ssize_t recv_with_fds(int sock, void* data, std::size_t len, std::vector<int>& fds) {
+ssize_t recv_with_fds(int sock, void* data, std::size_t len, std::vector<int>& fds, int flags) {
   iovec iov{data, len};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
   msghdr msg{};
@@ -37,7 +37,7 @@ ssize_t recv_with_fds(int sock, void* data, std::size_t len, std::vector<int>& f
   msg.msg_controllen = sizeof(control);
   ssize_t n;
   do {
-    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return -errno;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {

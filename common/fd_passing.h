@@ -13,7 +13,8 @@ namespace ringsync {
 ssize_t send_with_fd(int sock, const void* data, std::size_t len, int fd);
 
 // recvmsg() of up to `len` bytes; descriptors that arrive are appended to `fds`
-// (close-on-exec). Returns bytes read (0 at end of stream), or -errno.
-ssize_t recv_with_fds(int sock, void* data, std::size_t len, std::vector<int>& fds);
+// (close-on-exec). `flags` adds to recvmsg's (MSG_DONTWAIT). Returns bytes
+// read (0 at end of stream), or -errno.
+ssize_t recv_with_fds(int sock, void* data, std::size_t len, std::vector<int>& fds, int flags = 0);
 
 }  // namespace ringsync

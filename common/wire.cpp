@@ -69,14 +69,14 @@ struct Encoder {
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Hello& m) {
     auto job = b.CreateString(m.job_id);
     return {fb::Body::Hello,
-            fb::CreateHello(b, m.protocol_version, job, m.local_rank, m.local_size, m.pid).Union()};
+            fb::CreateHello(b, m.protocol_version, job, m.local_rank, m.local_size, m.pid, m.shm_channel).Union()};
   }
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const HelloReply& m) {
     auto msg = b.CreateString(m.status.message());
     auto version = b.CreateString(m.daemon_version);
     return {fb::Body::HelloReply,
             fb::CreateHelloReply(b, to_fb(m.status.code()), msg, m.protocol_version, version,
-                                 m.node_rank, m.num_nodes)
+                                 m.node_rank, m.num_nodes, m.channel_bytes)
                 .Union()};
   }
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const AllocBuffer& m) {
@@ -232,7 +232,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       if (!m->job_id() || m->job_id()->size() == 0)
         return Status::ProtocolError("hello without a job id");
       return Message(Hello{m->protocol_version(), m->job_id()->str(), m->local_rank(),
-                           m->local_size(), m->pid()});
+                           m->local_size(), m->pid(), m->shm_channel()});
     }
     case fb::Body::HelloReply: {
       const auto* m = frame->body_as_HelloReply();
@@ -243,7 +243,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
                                      " is not below the node count " +
                                      std::to_string(m->num_nodes()));
       return Message(HelloReply{*status, m->protocol_version(), str(m->daemon_version()),
-                                m->node_rank(), m->num_nodes()});
+                                m->node_rank(), m->num_nodes(), m->channel_bytes()});
     }
     case fb::Body::AllocBuffer: {
       const auto* m = frame->body_as_AllocBuffer();

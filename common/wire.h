@@ -48,6 +48,7 @@ struct Hello {
   std::uint32_t local_rank = 0;
   std::uint32_t local_size = 0;
   std::int32_t pid = 0;
+  bool shm_channel = false;  // the client can use the shared-memory channel
 };
 
 struct HelloReply {
@@ -56,6 +57,9 @@ struct HelloReply {
   std::string daemon_version;
   std::uint32_t node_rank = 0;  // multi-node jobs: this node's rank
   std::uint32_t num_nodes = 1;
+  // > 0: the reply carries the memfd of a shared-memory channel of this many
+  // bytes (shm::Channel) and every later frame, both ways, goes through it.
+  std::uint64_t channel_bytes = 0;
 };
 
 struct AllocBuffer {

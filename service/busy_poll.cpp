@@ -8,7 +8,8 @@ std::size_t BusyPoll::run(boost::asio::io_context& io) {
   std::size_t handlers = 0;
   while (!io.stopped()) {
     if (window_.count() > 0 && Clock::now() < until_) {
-      const std::size_t n = io.poll();
+      std::size_t n = io.poll();
+      if (hooks_.poll) n += hooks_.poll();
       handlers += n;
       polled_handlers_ += n;
       if (n == 0) {
@@ -19,7 +20,12 @@ std::size_t BusyPoll::run(boost::asio::io_context& io) {
       }
       continue;
     }
+    if (hooks_.may_sleep && !hooks_.may_sleep()) {
+      handlers += hooks_.poll();
+      continue;
+    }
     const std::size_t n = io.run_one();
+    if (hooks_.woke) hooks_.woke();
     if (n == 0) break;  // stopped, or out of work
     handlers += n;
   }

@@ -5,11 +5,16 @@
 // a scheduler wake-up each time, the largest part of small-message latency on
 // a busy host. The window is short and only small collectives open it, so an
 // idle daemon, or one moving large buffers, sleeps as before.
+//
+// Shared-memory channels are not in epoll: Hooks let the loop drain them on
+// every polling turn, and mark them before it sleeps (a trainer then rings
+// the socket) and after it woke.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 namespace ringsync::service {
 
@@ -19,6 +24,13 @@ class BusyPoll {
 
   // window 0 turns busy polling off.
   explicit BusyPoll(std::chrono::nanoseconds window) : window_(window) {}
+
+  struct Hooks {
+    std::function<std::size_t()> poll;  // handle what has arrived; how much
+    std::function<bool()> may_sleep;    // about to sleep: false when something arrived after all
+    std::function<void()> woke;         // the sleep ended
+  };
+  void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
 
   // Collectives up to this size keep the loop polling.
   static constexpr std::uint64_t kSmallBytes = 64 * 1024;
@@ -42,6 +54,7 @@ class BusyPoll {
 
  private:
   std::chrono::nanoseconds window_;
+  Hooks hooks_;
   Clock::time_point until_{};
   std::uint64_t polled_handlers_ = 0;
   std::uint64_t empty_polls_ = 0;

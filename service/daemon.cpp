@@ -191,7 +191,33 @@ void Daemon::schedule_sweep() {
   });
 }
 
-void Daemon::run() { busy_.run(io_); }
+void Daemon::run() {
+  busy_.set_hooks({[this] { return poll_channels(); }, [this] { return channels_may_sleep(); },
+                   [this] { channels_woke(); }});
+  busy_.run(io_);
+}
+
+std::size_t Daemon::poll_channels() {
+  std::erase_if(channels_, [](const auto& session) { return session->closed(); });
+  std::size_t handled = 0;
+  // By index: a frame handled here may close a session, never add one.
+  for (std::size_t i = 0; i < channels_.size(); ++i) {
+    auto session = channels_[i];
+    handled += session->drain();
+  }
+  return handled;
+}
+
+bool Daemon::channels_may_sleep() {
+  bool arrived = false;
+  for (auto& session : channels_) arrived = session->set_sleeping(true) || arrived;
+  if (arrived) channels_woke();
+  return !arrived;
+}
+
+void Daemon::channels_woke() {
+  for (auto& session : channels_) session->set_sleeping(false);
+}
 
 void Daemon::stop() {
   asio::post(io_, [this] { shutdown(); });

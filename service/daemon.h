@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/metrics.h"
 #include "common/status.h"
@@ -78,6 +79,10 @@ class Daemon {
   void on_ring_lost(const Status& why);
   void fail(PendingCollective& collective, const Status& status, std::string_view error_kind);
   void update_gauges();
+  // The control loop's hooks for shared-memory channels (BusyPoll::Hooks).
+  std::size_t poll_channels();
+  bool channels_may_sleep();
+  void channels_woke();
 
   DaemonConfig config_;
   boost::asio::io_context io_;
@@ -95,6 +100,7 @@ class Daemon {
   std::unique_ptr<cluster::ClusterNode> cluster_;  // multi-node jobs only
   std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it
   std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;
+  std::vector<std::shared_ptr<ClientSession>> channels_;  // sessions with a shared-memory channel
   std::map<std::string, Job> jobs_;
   std::uint64_t next_session_id_ = 1;
   bool stopping_ = false;

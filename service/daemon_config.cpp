@@ -138,6 +138,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "After a small collective's events (64KiB or less) the control loop, and after its last task "
        "the ring's thread, poll instead of sleeping for this long, which saves a wake-up per step; "
        "0 turns it off."},
+      {"client-channel", Kind::kString, "shm", "",
+       "How trainers' frames travel: shm (a shared-memory ring each way, the socket only wakes a "
+       "sleeping side) or socket (every frame on the Unix socket)."},
       {"hostfile", Kind::kPath, "", "",
        "Multi-node job: one line per node, 'host[:port] slots=L', in node-rank order. Without "
        "--hostfile or --hosts the daemon serves this node alone."},
@@ -202,6 +205,11 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   if (d.busy_poll.count() < 0 || d.busy_poll > std::chrono::milliseconds(10))
     return Status::InvalidArgument("busy-poll must be between 0 and 10ms" + from(cfg, "busy-poll"));
   d.cluster.busy_poll = d.busy_poll;
+  const std::string channel = cfg.get_string("client-channel");
+  if (channel != "shm" && channel != "socket")
+    return Status::InvalidArgument("client-channel must be shm or socket, got '" + channel + "'" +
+                                   from(cfg, "client-channel"));
+  d.shm_channel = channel == "shm";
 
   RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-frame-bytes", kMinFrameBytes, wire::kMaxFrameBytes,
                                           d.max_frame_bytes));

@@ -84,6 +84,10 @@ struct DaemonConfig {
   // --busy-poll, default 100us: after a small collective's events the control
   // loop polls instead of sleeping for this long (service/busy_poll.h); 0: never.
   std::chrono::nanoseconds busy_poll{0};
+  // --client-channel, default shm: trainers that ask get a shared-memory
+  // channel for their frames (common/shm_channel.h); "socket" keeps every
+  // frame on the Unix socket.
+  bool shm_channel = true;
 
   ClusterConfig cluster;
 };

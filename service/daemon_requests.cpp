@@ -119,6 +119,16 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
     reply.node_rank = cluster_->node_rank();
     reply.num_nodes = cluster_->num_nodes();
   }
+  if (hello.shm_channel && config_.shm_channel) {
+    if (Status opened = session->open_channel(); opened.ok()) {
+      session->send_channel_offer(reply);
+      channels_.push_back(session);
+      return Status::Ok();
+    } else {
+      RS_LOG(warn, "session") << "client " << session->id() << ": no shared-memory channel ("
+                              << opened.message() << "); its frames use the socket";
+    }
+  }
   session->send(reply);
   return Status::Ok();
 }

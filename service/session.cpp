@@ -7,6 +7,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <sys/socket.h>
+
 #include "common/fd_passing.h"
 #include "common/log.h"
 #include "service/daemon.h"
@@ -51,8 +53,86 @@ void ClientSession::send(const wire::Message& message, std::shared_ptr<shm::Regi
     close();
     return;
   }
-  queue_.push_back(Outgoing{wire::encode(message), std::move(fd_of)});
+  std::vector<std::uint8_t> bytes = wire::encode(message);
+  if (channel_active_ && queue_.empty() && !fd_of && push_now(bytes)) return;
+  queue_.push_back(Outgoing{std::move(bytes), std::move(fd_of), channel_active_});
   wake_writer_.cancel();
+}
+
+Status ClientSession::open_channel() {
+  auto channel = shm::Channel::create("ringsync:channel:" + std::to_string(id_));
+  if (!channel.ok()) return channel.status();
+  channel_.emplace(std::move(channel).value());
+  return Status::Ok();
+}
+
+void ClientSession::send_channel_offer(wire::HelloReply reply) {
+  reply.channel_bytes = shm::Channel::kBytes;
+  send(reply, channel_->region());
+  channel_active_ = true;
+}
+
+bool ClientSession::push_now(const std::vector<std::uint8_t>& bytes) {
+  switch (channel_->to_client().push(bytes)) {
+    case shm::ShmRing::Push::kDone:
+      if (channel_->to_client().consumer_sleeping()) ring_doorbell();
+      return true;
+    case shm::ShmRing::Push::kFull: return false;
+    case shm::ShmRing::Push::kCorrupt: break;
+  }
+  channel_corrupt(Status::ProtocolError(
+      "the shared-memory channel is corrupt: the trainer's read position in the reply ring makes no sense"));
+  return true;  // dropped: the connection is closing
+}
+
+void ClientSession::ring_doorbell() {
+  // One byte wakes the trainer; when the socket is full it is awake anyway.
+  const char bell = 0;
+  (void)::send(socket_.native_handle(), &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void ClientSession::channel_corrupt(const Status& why) {
+  // Nothing more can be said through a channel the trainer scribbled over.
+  RS_LOG(warn, "session") << "client " << id_ << ": " << why.to_string() << "; closing the connection";
+  daemon_.metrics().error("protocol");
+  close();
+}
+
+std::size_t ClientSession::drain() {
+  if (!channel_active_ || closed_ || flush_then_close_) return 0;
+  if (!queue_.empty()) wake_writer_.cancel();  // room may have appeared in the reply ring
+  auto& ring = channel_->to_daemon();
+  std::size_t handled = 0;
+  auto self = shared_from_this();
+  while (handled < kDrainBatch && !closed_ && !flush_then_close_) {
+    auto frame = ring.peek(daemon_.config().max_frame_bytes);
+    if (!frame.ok()) {
+      channel_corrupt(frame.status());
+      break;
+    }
+    if (frame->empty()) break;
+    // Copy before verifying: the trainer can still write to the ring.
+    body_.assign(frame->begin() + wire::kFrameHeaderBytes, frame->end());
+    ring.pop();
+    ++handled;
+    auto message = wire::decode(body_);
+    if (!message.ok()) {
+      protocol_error(message.status());
+      break;
+    }
+    if (Status s = daemon_.on_message(self, std::move(message).value()); !s.ok()) {
+      protocol_error(s);
+      break;
+    }
+  }
+  return handled;
+}
+
+bool ClientSession::set_sleeping(bool sleeping) {
+  if (!channel_active_ || closed_) return false;
+  auto& ring = channel_->to_daemon();
+  ring.set_sleeping(sleeping);
+  return sleeping && ring.readable();
 }
 
 void ClientSession::close_after_flush() {
@@ -110,8 +190,24 @@ asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> se
       break;
     }
     if (flush_then_close_) break;
+    if (channel_active_) {
+      co_await serve_channel();
+      break;
+    }
   }
   daemon_.on_disconnect(self);
+}
+
+asio::awaitable<void> ClientSession::serve_channel() {
+  // Every byte from the trainer now is a doorbell: its ring has frames, or
+  // room for the replies waiting here.
+  std::array<std::uint8_t, 256> bells;
+  while (!closed_ && !flush_then_close_) {
+    drain();
+    boost::system::error_code ec;
+    co_await socket_.async_read_some(asio::buffer(bells), asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return;
+  }
 }
 
 asio::awaitable<bool> ClientSession::write_one(Outgoing& frame) {
@@ -140,6 +236,30 @@ asio::awaitable<bool> ClientSession::write_one(Outgoing& frame) {
   co_return !ec;
 }
 
+asio::awaitable<bool> ClientSession::write_channel(Outgoing& frame) {
+  if (frame.fd_of) {
+    // The descriptor goes first, on the socket, so it is there when the
+    // trainer reads the frame that names it.
+    Outgoing carrier{{0}, std::move(frame.fd_of)};
+    if (!co_await write_one(carrier)) co_return false;
+  }
+  bool announced = false;
+  while (!closed_) {
+    if (push_now(frame.bytes)) co_return !closed_;
+    if (!announced) {
+      // Full: ask the trainer to ring when it made room, then look once more.
+      channel_->to_client().set_waiting(true);
+      announced = true;
+      continue;
+    }
+    boost::system::error_code ec;
+    wake_writer_.expires_at(asio::steady_timer::time_point::max());
+    co_await wake_writer_.async_wait(asio::redirect_error(use_awaitable, ec));
+    announced = false;
+  }
+  co_return false;
+}
+
 asio::awaitable<void> ClientSession::write_loop(std::shared_ptr<ClientSession> /*keepalive*/) {
   while (!closed_) {
     if (queue_.empty()) {
@@ -149,9 +269,12 @@ asio::awaitable<void> ClientSession::write_loop(std::shared_ptr<ClientSession> /
       co_await wake_writer_.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
-    Outgoing frame = std::move(queue_.front());
+    // The frame stays queued until written: send() puts a frame straight
+    // into the channel only when nothing is queued before it.
+    Outgoing& frame = queue_.front();
+    const bool written = frame.via_channel ? co_await write_channel(frame) : co_await write_one(frame);
+    if (!written) break;
     queue_.pop_front();
-    if (!co_await write_one(frame)) break;
   }
   close();
 }

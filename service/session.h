@@ -1,6 +1,12 @@
 // One trainer connection: reads verified frames and hands them to the daemon,
 // writes replies in order (passing memfds with SCM_RIGHTS), and tells the
 // daemon when the trainer is gone. Runs on the daemon's control thread.
+//
+// After a hello that asked for it, frames travel through a shared-memory
+// channel (common/shm_channel.h) both ways: the daemon drains the trainer's
+// ring when its doorbell rings on the socket and, while busy polling, on every
+// turn of the control loop (Daemon::poll_channels); replies go straight into
+// the other ring. The socket then carries doorbells, memfds and the end.
 #pragma once
 
 #include <utility>
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include "common/shm.h"
+#include "common/shm_channel.h"
 #include "common/status.h"
 #include "common/wire.h"
 #include "service/buffer_table.h"
@@ -46,6 +53,19 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::uint64_t id() const { return id_; }
   bool closed() const { return closed_; }
 
+  // Shared-memory channel (the hello asked for one). open_channel() creates
+  // it; send_channel_offer() queues the hello reply with its memfd, and every
+  // frame after it goes through the channel.
+  Status open_channel();
+  void send_channel_offer(wire::HelloReply reply);
+  bool channel_active() const { return channel_active_; }
+  // Handles the frames in the trainer's ring (at most a batch); returns how
+  // many. Also restarts a writer waiting for room in the other ring.
+  std::size_t drain();
+  // The control loop is about to sleep (true) or woke (false); with true,
+  // whether the trainer's ring holds a frame after all (do not sleep).
+  bool set_sleeping(bool sleeping);
+
   // Set once the hello was accepted.
   struct Membership {
     std::string job_id;
@@ -60,12 +80,20 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   struct Outgoing {
     std::vector<std::uint8_t> bytes;
     std::shared_ptr<shm::Region> fd_of;
+    bool via_channel = false;
   };
+  static constexpr std::size_t kDrainBatch = 64;
 
   // Each loop holds the session alive through `self` from the moment it is created.
   boost::asio::awaitable<void> read_loop(std::shared_ptr<ClientSession> self);
   boost::asio::awaitable<void> write_loop(std::shared_ptr<ClientSession> self);
   boost::asio::awaitable<bool> write_one(Outgoing& frame);
+  boost::asio::awaitable<bool> write_channel(Outgoing& frame);
+  boost::asio::awaitable<void> serve_channel();
+  // Puts a frame into the trainer's ring now; false when full (queue it).
+  bool push_now(const std::vector<std::uint8_t>& bytes);
+  void ring_doorbell();
+  void channel_corrupt(const Status& why);
   void protocol_error(const Status& status);
 
   Daemon& daemon_;
@@ -76,6 +104,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   boost::asio::steady_timer handshake_deadline_;
   bool flush_then_close_ = false;
   bool closed_ = false;
+  std::optional<shm::Channel> channel_;
+  bool channel_active_ = false;
+  std::vector<std::uint8_t> body_;  // a frame copied out of the channel before decoding
 };
 
 }  // namespace ringsync::service

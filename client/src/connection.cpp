@@ -21,6 +21,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr std::chrono::milliseconds kFirstBackoff{5};
 constexpr std::chrono::milliseconds kMaxBackoff{200};
+constexpr unsigned kSocketCheckEvery = 16;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -73,6 +74,7 @@ Connection::~Connection() {
 Status Connection::send(const wire::Message& message) {
   const std::vector<std::uint8_t> frame = wire::encode(message);
   std::lock_guard lock(send_mu_);
+  if (channel_) return send_channel(frame);
   std::size_t sent = 0;
   while (sent < frame.size()) {
     const ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
@@ -119,6 +121,7 @@ Status Connection::read_more(int timeout_ms) {
 }
 
 Result<wire::Message> Connection::receive(int timeout_ms) {
+  if (channel_) return receive_channel(timeout_ms);
   const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
   for (;;) {
     const std::size_t available = in_end_ - in_begin_;
@@ -152,12 +155,24 @@ Result<wire::Message> Connection::receive(int timeout_ms) {
   }
 }
 
+bool Connection::buffered() const {
+  return channel_ ? const_cast<shm::Channel&>(*channel_).to_client().readable() : in_end_ > in_begin_;
+}
+
 bool Connection::readable() const {
+  if (channel_) {
+    if (const_cast<shm::Channel&>(*channel_).to_client().readable()) return true;
+    // The socket brings only doorbells, descriptors and the end now: look at
+    // it now and then, not on every turn of a polling loop.
+    if (++socket_checks_ % kSocketCheckEvery != 0) return false;
+  }
   pollfd p{fd_, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0;
 }
 
 int Connection::take_fd() {
+  // With a channel the descriptor was sent before the frame that names it.
+  if (fds_.empty() && channel_) drain_socket();
   if (fds_.empty()) return -1;
   const int fd = fds_.front();
   fds_.pop_front();

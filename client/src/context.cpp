@@ -36,6 +36,7 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
   hello.local_rank = static_cast<std::uint32_t>(settings.local_rank);
   hello.local_size = static_cast<std::uint32_t>(settings.local_size);
   hello.pid = static_cast<std::int32_t>(getpid());
+  hello.shm_channel = settings.shm_channel;
   if (Status s = conn.send(hello); !s.ok()) return handshake_failure(s, settings.socket_path);
 
   auto answer = conn.receive(static_cast<int>(settings.connect_timeout.count()));
@@ -52,6 +53,14 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
         std::to_string(reply->protocol_version) + ", this library speaks " +
         std::to_string(wire::kProtocolVersion) + "; use a client library matching the daemon");
 
+  if (reply->channel_bytes > 0) {
+    if (!settings.shm_channel)
+      return Status::ProtocolError("ringsyncd at " + settings.socket_path +
+                                   " offered a shared-memory channel nobody asked for");
+    if (Status s = conn.attach_channel(conn.take_fd(), reply->channel_bytes); !s.ok())
+      return Status(s.code(), "cannot use the shared-memory channel of ringsyncd at " + settings.socket_path +
+                                  ": " + s.message());
+  }
   RS_LOG(debug, "client") << "rank " << settings.local_rank << "/" << settings.local_size
                           << " of job '" << settings.job_id << "' connected to ringsyncd "
                           << reply->daemon_version << " at " << settings.socket_path;

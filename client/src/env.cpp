@@ -15,6 +15,7 @@ constexpr const char* kJobEnv = "RINGSYNC_JOB_ID";
 constexpr const char* kRankEnv = "RINGSYNC_LOCAL_RANK";
 constexpr const char* kSizeEnv = "RINGSYNC_LOCAL_SIZE";
 constexpr const char* kBusyPollEnv = "RINGSYNC_BUSY_POLL_US";
+constexpr const char* kChannelEnv = "RINGSYNC_CHANNEL";
 constexpr const char* kRuntimeDirEnv = "XDG_RUNTIME_DIR";
 
 // The variable's value when it is set and not empty.
@@ -65,7 +66,7 @@ Result<std::optional<int>> resolve_size(const rs_config_t* config, const Environ
 
 Environment process_environment() {
   Environment env;
-  for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kBusyPollEnv, kRuntimeDirEnv}) {
+  for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kBusyPollEnv, kChannelEnv, kRuntimeDirEnv}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   return env;
@@ -126,6 +127,12 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
       return Status::InvalidArgument(std::string(kBusyPollEnv) + "='" + *text + "' is not a number of "
                                      "microseconds from 0 (never poll) to " + std::to_string(kMaxBusyPollUs));
     s.busy_poll = std::chrono::microseconds(*us);
+  }
+  if (auto text = lookup(env, kChannelEnv)) {
+    if (*text != "shm" && *text != "socket")
+      return Status::InvalidArgument(std::string(kChannelEnv) + "='" + *text +
+                                     "' is neither shm (a shared-memory channel, the default) nor socket");
+    s.shm_channel = *text == "shm";
   }
   return s;
 }

@@ -31,10 +31,13 @@ struct Settings {
   // polls the daemon's socket before it sleeps (client/src/progress.h); 0
   // never polls.
   std::chrono::microseconds busy_poll{kDefaultBusyPollUs};
+  // RINGSYNC_CHANNEL: shm (default) asks the daemon for a shared-memory
+  // channel; socket sends every frame over the Unix socket.
+  bool shm_channel = true;
 };
 
 // RINGSYNC_SOCKET, RINGSYNC_JOB_ID, RINGSYNC_LOCAL_RANK, RINGSYNC_LOCAL_SIZE,
-// RINGSYNC_BUSY_POLL_US and XDG_RUNTIME_DIR from the process environment (the ones that are set).
+// RINGSYNC_BUSY_POLL_US, RINGSYNC_CHANNEL and XDG_RUNTIME_DIR from the process environment (the ones that are set).
 Environment process_environment();
 
 // Where the daemon listens by default (common/socket_path.h, shared with ringsyncd).

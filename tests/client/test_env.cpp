@@ -68,6 +68,18 @@ TEST_CASE("RINGSYNC_BUSY_POLL_US: microseconds a waiting thread polls, 0 to 1000
   CHECK(contains(error_of(nullptr, {{"RINGSYNC_BUSY_POLL_US", "-5"}}), "from 0 (never poll) to 10000"));
 }
 
+TEST_CASE("RINGSYNC_CHANNEL: shm (the default) or socket") {
+  auto plain = resolve_settings(nullptr, {}, 1000);
+  REQUIRE(plain.ok());
+  CHECK(plain->shm_channel);
+  auto socket = resolve_settings(nullptr, {{"RINGSYNC_CHANNEL", "socket"}}, 1000);
+  REQUIRE(socket.ok());
+  CHECK_FALSE(socket->shm_channel);
+  CHECK(resolve_settings(nullptr, {{"RINGSYNC_CHANNEL", "shm"}}, 1000)->shm_channel);
+  CHECK(error_of(nullptr, {{"RINGSYNC_CHANNEL", "rdma"}}) ==
+        "RINGSYNC_CHANNEL='rdma' is neither shm (a shared-memory channel, the default) nor socket");
+}
+
 TEST_CASE("the environment fills what the config leaves unset") {
   const Environment env = {{"RINGSYNC_SOCKET", "/tmp/d.sock"},
                            {"RINGSYNC_JOB_ID", "resnet"},

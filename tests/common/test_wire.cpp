@@ -40,6 +40,8 @@ TEST_CASE("every message survives encode and decode") {
   CHECK(hello.local_rank == 3);
   CHECK(hello.local_size == 8);
   CHECK(hello.pid == 4242);
+  CHECK_FALSE(hello.shm_channel);
+  CHECK(std::get<Hello>(round_trip(Hello{kProtocolVersion, "j", 0, 1, 1, true})).shm_channel);
 
   auto reply = std::get<HelloReply>(round_trip(HelloReply{Status::Mismatch("no"), 1, "0.1.0"}));
   CHECK(reply.status.code() == StatusCode::kMismatch);
@@ -50,6 +52,8 @@ TEST_CASE("every message survives encode and decode") {
   auto node = std::get<HelloReply>(round_trip(HelloReply{Status::Ok(), 1, "0.1.0", 2, 3}));
   CHECK(node.node_rank == 2);
   CHECK(node.num_nodes == 3);
+  CHECK(node.channel_bytes == 0);
+  CHECK(std::get<HelloReply>(round_trip(HelloReply{Status::Ok(), 1, "0.1.0", 0, 1, 8 << 20})).channel_bytes == 8 << 20);
 
   auto alloc = std::get<AllocReply>(round_trip(AllocReply{9, Status::Ok(), 5, 1 << 20}));
   CHECK(alloc.request_id == 9);

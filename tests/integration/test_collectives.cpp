@@ -1,6 +1,8 @@
 // Real ringsyncd, real trainer processes: every collective with 1..7 local ranks.
 #include <doctest/doctest.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "daemon_fixture.h"
@@ -12,12 +14,15 @@ namespace {
 
 // Starts `ranks` copies of ringsync-test-rank with the scenario; true when all pass.
 bool run_ranks(DaemonFixture& daemon, int ranks, const std::vector<std::string>& scenario,
-               std::chrono::seconds timeout = 120s, const std::string& job = "test") {
+               std::chrono::seconds timeout = 120s, const std::string& job = "test",
+               const std::map<std::string, std::string>& extra_env = {}) {
   std::vector<Child> children;
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> argv = {bin("ringsync-test-rank")};
     argv.insert(argv.end(), scenario.begin(), scenario.end());
-    children.push_back(spawn(argv, daemon.rank_env(r, ranks, job),
+    auto env = daemon.rank_env(r, ranks, job);
+    env.insert(extra_env.begin(), extra_env.end());
+    children.push_back(spawn(argv, env,
                                     daemon.dir().file("rank" + std::to_string(r) + ".log")));
   }
   bool ok = true;
@@ -41,6 +46,16 @@ TEST_CASE("every collective, dtype and op with 1, 2, 3, 4 and 7 local ranks") {
   }
   CHECK(daemon.running());
   CHECK(daemon.stop());
+}
+
+TEST_CASE("over the socket alone: a client that asks for no channel, and a daemon that offers none") {
+  DaemonFixture daemon;
+  CHECK(run_ranks(daemon, 3, {"collectives", "0", "1", "2", "1001"}, 120s, "plain",
+                  {{"RINGSYNC_CHANNEL", "socket"}}));
+  DaemonFixture socket_only({"--client-channel", "socket"});
+  CHECK(run_ranks(socket_only, 2, {"collectives", "0", "1", "2", "1001"}, 120s, "asked"));
+  CHECK(daemon.stop());
+  CHECK(socket_only.stop());
 }
 
 TEST_CASE("64 MiB allreduce, zero copy and staged, with 2 and 4 ranks") {

@@ -68,7 +68,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
   CHECK(names == std::set<std::string>{"socket", "metrics-address", "collective-timeout", "stall-warning",
                                        "max-frame-bytes", "max-client-buffer-bytes", "reduce-threads",
                                        "reduce-chunk-bytes", "ready-file", "log-level", "log-subsys",
-                                       "handshake-timeout", "busy-poll", "hostfile", "hosts", "node-rank",
+                                       "handshake-timeout", "busy-poll", "client-channel", "hostfile", "hosts", "node-rank",
                                        "control-address", "job-id", "job-token", "join-timeout",
                                        "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
                                        "response-cache", "ring-chunk-bytes", "ring-window", "ucx-transports",
