@@ -2,6 +2,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -75,7 +76,7 @@ void ClientSession::send_channel_offer(wire::HelloReply reply) {
 bool ClientSession::push_now(const std::vector<std::uint8_t>& bytes) {
   switch (channel_->to_client().push(bytes)) {
     case shm::ShmRing::Push::kDone:
-      if (channel_->to_client().consumer_sleeping()) ring_doorbell();
+      if (channel_->to_client().consumer_sleeping()) ring_doorbell_soon();
       return true;
     case shm::ShmRing::Push::kFull: return false;
     case shm::ShmRing::Push::kCorrupt: break;
@@ -83,6 +84,18 @@ bool ClientSession::push_now(const std::vector<std::uint8_t>& bytes) {
   channel_corrupt(Status::ProtocolError(
       "the shared-memory channel is corrupt: the trainer's read position in the reply ring makes no sense"));
   return true;  // dropped: the connection is closing
+}
+
+void ClientSession::ring_doorbell_soon() {
+  // Not from inside this handler: the woken trainer may take this core at
+  // once, ahead of the rest of the handler's work (the other ranks' replies,
+  // the next node's message). The handlers queued now run first.
+  if (doorbell_posted_) return;
+  doorbell_posted_ = true;
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->doorbell_posted_ = false;
+    if (!self->closed_) self->ring_doorbell();
+  });
 }
 
 void ClientSession::ring_doorbell() {

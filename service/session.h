@@ -93,6 +93,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // Puts a frame into the trainer's ring now; false when full (queue it).
   bool push_now(const std::vector<std::uint8_t>& bytes);
   void ring_doorbell();
+  void ring_doorbell_soon();  // after the handlers already queued
   void channel_corrupt(const Status& why);
   void protocol_error(const Status& status);
 
@@ -106,6 +107,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   bool closed_ = false;
   std::optional<shm::Channel> channel_;
   bool channel_active_ = false;
+  bool doorbell_posted_ = false;
   std::vector<std::uint8_t> body_;  // a frame copied out of the channel before decoding
 };
 
