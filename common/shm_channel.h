@@ -28,6 +28,7 @@ class Channel {
 
   ShmRing& to_daemon() { return to_daemon_; }
   ShmRing& to_client() { return to_client_; }
+  const ShmRing& to_client() const { return to_client_; }
   // The memfd, for passing it over the socket (the daemon).
   const std::shared_ptr<Region>& region() const { return region_; }
 

@@ -15,14 +15,15 @@ static_assert(ShmRing::kCapacity >= wire::kMaxFrameBytes + wire::kFrameHeaderByt
 
 constexpr std::size_t record_bytes(std::size_t frame_bytes) { return (frame_bytes + 7) & ~std::size_t{7}; }
 
+// atomic_ref needs a non-const object even to load.
 std::uint64_t load(const std::uint64_t& field) {
-  return std::atomic_ref<const std::uint64_t>(field).load(std::memory_order_acquire);
+  return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(field)).load(std::memory_order_acquire);
 }
 void store(std::uint64_t& field, std::uint64_t value) {
   std::atomic_ref<std::uint64_t>(field).store(value, std::memory_order_release);
 }
 std::uint32_t load_flag(const std::uint32_t& flag) {
-  return std::atomic_ref<const std::uint32_t>(flag).load(std::memory_order_relaxed);
+  return std::atomic_ref<std::uint32_t>(const_cast<std::uint32_t&>(flag)).load(std::memory_order_relaxed);
 }
 void store_flag(std::uint32_t& flag, std::uint32_t value) {
   std::atomic_ref<std::uint32_t>(flag).store(value, std::memory_order_relaxed);

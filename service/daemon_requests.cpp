@@ -300,6 +300,7 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
 
 void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
   if (sessions_.erase(session->id()) == 0) return;  // already handled
+  std::erase(channels_, session);
   if (stopping_ && sessions_.empty()) io_.stop();
   metrics_.clients.with().set(static_cast<double>(sessions_.size()));
   metrics_.registered_bytes.with({"host"}).dec(static_cast<double>(session->buffers.total_bytes()));

@@ -156,12 +156,12 @@ Result<wire::Message> Connection::receive(int timeout_ms) {
 }
 
 bool Connection::buffered() const {
-  return channel_ ? const_cast<shm::Channel&>(*channel_).to_client().readable() : in_end_ > in_begin_;
+  return channel_ ? channel_->to_client().readable() : in_end_ > in_begin_;
 }
 
 bool Connection::readable() const {
   if (channel_) {
-    if (const_cast<shm::Channel&>(*channel_).to_client().readable()) return true;
+    if (channel_->to_client().readable()) return true;
     // The socket brings only doorbells, descriptors and the end now: look at
     // it now and then, not on every turn of a polling loop.
     if (++socket_checks_ % kSocketCheckEvery != 0) return false;
