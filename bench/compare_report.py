@@ -349,7 +349,8 @@ def main():
     out_dir = sys.argv[1]
     meta = read_kv(os.path.join(out_dir, "raw", "meta.txt"))
     md = ["# bench/compare: allreduce, ringsync beside Open MPI, Gloo and torch", ""]
-    md.append(f"Date {meta.get('date', '?')}; machine: {meta.get('machine', '?')}; "
+    md.append(f"Date {meta.get('date', '?')}; machine: {meta.get('machine', '?')} "
+              f"({meta.get('placement', 'every process on any CPU')}); "
               f"sizes {meta.get('sizes', '?')}, {meta.get('iters', '?')} timed iterations after "
               f"{meta.get('warmup', '?')} warm-up; float sum, every element checked.")
     md.append("")

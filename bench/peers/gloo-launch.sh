@@ -69,6 +69,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# RINGSYNC_BENCH_PIN="NAMESPACE=CPUS;..." (bench/compare) keeps a namespace's ranks on CPUS.
+IFS=';' read -r -a pins <<<"${RINGSYNC_BENCH_PIN:-}"
 rank=0
 for group in "${groups[@]}"; do
   ns=${group%%:*}
@@ -76,6 +78,9 @@ for group in "${groups[@]}"; do
   for ((local_rank = 0; local_rank < count; local_rank++)); do
     prefix=()
     if [ -n "$ns" ]; then prefix=(ip netns exec "$ns"); fi
+    for p in ${pins[@]+"${pins[@]}"}; do
+      if [ "${p%%=*}" = "$ns" ]; then prefix+=(taskset -c "${p#*=}"); fi
+    done
     RANK=$rank WORLD_SIZE=$ranks LOCAL_RANK=$local_rank LOCAL_WORLD_SIZE=$count \
       GLOO_BENCH_STORE=$store "${prefix[@]}" "$@" &
     pids+=($!)

@@ -2,6 +2,8 @@
 // MPI_Bcast and MPI_Allgather, for comparing ringsync with MPI on the same hosts in
 // the same run. Launched by mpirun, one process per rank; see bench/peers/README.md.
 #include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -202,8 +204,48 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace ringsync::bench::peers
 
+namespace {
+
+// bench/compare keeps each emulated host's processes on its own CPUs and says
+// which in RINGSYNC_BENCH_PIN="HOST=CPUS;..." (CPUS as taskset -c takes them).
+// mpirun and its daemons may set the ranks' affinity themselves, so a rank
+// applies its host's entry after MPI_Init; unset or no entry: left alone.
+void pin_to_host_cpus() {
+  const char* map = std::getenv("RINGSYNC_BENCH_PIN");
+  char host[256] = {};
+  if (!map || !*map || gethostname(host, sizeof host - 1) != 0) return;
+  std::string entries = map;
+  for (std::size_t at = 0; at <= entries.size();) {
+    std::size_t end = entries.find(';', at);
+    if (end == std::string::npos) end = entries.size();
+    const std::string entry = entries.substr(at, end - at);
+    at = end + 1;
+    const std::size_t eq = entry.find('=');
+    if (eq == std::string::npos || entry.substr(0, eq) != host) continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::string cpus = entry.substr(eq + 1);
+    for (std::size_t c = 0; c < cpus.size();) {
+      std::size_t comma = cpus.find(',', c);
+      if (comma == std::string::npos) comma = cpus.size();
+      const std::string range = cpus.substr(c, comma - c);
+      c = comma + 1;
+      const std::size_t dash = range.find('-');
+      const int lo = std::atoi(range.substr(0, dash).c_str());
+      const int hi = dash == std::string::npos ? lo : std::atoi(range.substr(dash + 1).c_str());
+      for (int cpu = lo; cpu <= hi && cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &set);
+    }
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+      std::fprintf(stderr, "mpi-allreduce-bench: cannot keep to CPUs %s of host %s\n", cpus.c_str(), host);
+    return;
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  pin_to_host_cpus();
   const int code = ringsync::bench::peers::run(argc, argv);
   MPI_Finalize();
   return code;
