@@ -29,10 +29,6 @@ void store_flag(std::uint32_t& flag, std::uint32_t value) {
   std::atomic_ref<std::uint32_t>(flag).store(value, std::memory_order_relaxed);
 }
 
-Status corrupt(const std::string& what) {
-  return Status::ProtocolError("the shared-memory channel is corrupt: " + what);
-}
-
 }  // namespace
 
 ShmRing::Push ShmRing::push(std::span<const std::uint8_t> frame) {
@@ -41,7 +37,7 @@ ShmRing::Push ShmRing::push(std::span<const std::uint8_t> frame) {
   std::size_t used = position_ - head;
   std::size_t offset = position_ & kMask;
   const std::size_t record = record_bytes(frame.size());
-  if (record > kCapacity - kLowWater) return Push::kCorrupt;  // no wire frame is this large
+  if (record > kCapacity - kLowWater) return Push::kTooLarge;
   if (kCapacity - offset < record || (used == 0 && offset >= kLowWater)) {
     // Start over at 0 behind a marker; the marker's bytes count as used
     // until the consumer steps over them.
@@ -71,32 +67,40 @@ void ShmRing::set_waiting(bool waiting) {
 }
 
 Result<std::span<const std::uint8_t>> ShmRing::peek(std::size_t max_frame_bytes) {
-  for (;;) {
+  auto fail = [&](const std::string& what) -> Status {
+    corrupt_ = true;
+    return Status::ProtocolError("the shared-memory channel is corrupt: " + what);
+  };
+  if (corrupt_) return fail("as found before");
+  // At most one wrap marker per frame: the producer never writes one at 0.
+  for (int markers = 0;; ++markers) {
     const std::uint64_t tail = load(control_->tail);
     if (tail == position_) return std::span<const std::uint8_t>();
     const std::uint64_t available = tail - position_;
     if (available > kCapacity || (available & 7) != 0)
-      return corrupt("the producer's position is " + std::to_string(tail) + ", the consumer's " +
-                     std::to_string(position_));
+      return fail("the producer's position is " + std::to_string(tail) + ", the consumer's " +
+                  std::to_string(position_));
     const std::size_t offset = position_ & kMask;
     std::uint32_t length;
     std::memcpy(&length, data_ + offset, sizeof length);  // read once: the peer may change it
     if (length == kWrapMarker) {
       const std::size_t skipped = kCapacity - offset;
-      if (available < skipped) return corrupt("a wrap marker past the producer's position");
+      if (markers > 0 || offset == 0) return fail("a wrap marker at the start of the ring");
+      if (available < skipped) return fail("a wrap marker past the producer's position");
       position_ += skipped;
       store(control_->head, position_);
       continue;
     }
+    if (length == 0) return fail("a frame of 0 bytes");
+    const std::size_t frame = wire::kFrameHeaderBytes + std::size_t{length};
+    const std::size_t record = record_bytes(frame);
+    if (record > available || record > kCapacity - offset)
+      return fail("a frame of " + std::to_string(length) + " bytes runs past what was written");
     const std::uint8_t header[wire::kFrameHeaderBytes] = {
         static_cast<std::uint8_t>(length), static_cast<std::uint8_t>(length >> 8),
         static_cast<std::uint8_t>(length >> 16), static_cast<std::uint8_t>(length >> 24)};
     auto body = wire::frame_length(std::span<const std::uint8_t, wire::kFrameHeaderBytes>(header), max_frame_bytes);
-    if (!body.ok()) return body.status();
-    const std::size_t frame = wire::kFrameHeaderBytes + *body;
-    const std::size_t record = record_bytes(frame);
-    if (record > available || record > kCapacity - offset)
-      return corrupt("a frame of " + std::to_string(*body) + " bytes runs past what was written");
+    if (!body.ok()) return body.status();  // whole, but too large for this consumer
     peeked_ = record;
     return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(data_ + offset), frame);
   }

@@ -44,9 +44,10 @@ class ShmRing {
   // `data` holds kCapacity bytes; both live as long as this object.
   ShmRing(RingControl* control, std::byte* data) : control_(control), data_(data) {}
 
-  enum class Push { kDone, kFull, kCorrupt };
+  enum class Push { kDone, kFull, kTooLarge, kCorrupt };
   // Producer: appends one whole frame (header included). kFull: no room now,
-  // try again after the consumer moved; kCorrupt: the consumer's position
+  // try again after the consumer moved; kTooLarge: no ring takes a frame this
+  // large (above wire::kMaxFrameBytes); kCorrupt: the consumer's position
   // makes no sense.
   Push push(std::span<const std::uint8_t> frame);
   // Producer: after a push, whether the consumer sleeps (ring its doorbell).
@@ -55,9 +56,12 @@ class ShmRing {
   void set_waiting(bool waiting);
 
   // Consumer: the next frame (header and body, in shared memory: copy before
-  // trusting it), an empty span when there is none, or an error naming what is
-  // wrong with the ring. Frames above `max_frame_bytes` are errors.
+  // trusting it), an empty span when there is none, or an error. A frame above
+  // `max_frame_bytes` that lies whole in the ring is the producer's mistake
+  // (an error, corrupt() false); anything else wrong is corruption (corrupt()
+  // true from then on).
   Result<std::span<const std::uint8_t>> peek(std::size_t max_frame_bytes);
+  bool corrupt() const { return corrupt_; }
   // Consumer: releases the frame peek() returned. True when the producer
   // waits for room (ring its doorbell).
   bool pop();
@@ -74,6 +78,7 @@ class ShmRing {
   std::byte* data_ = nullptr;
   std::uint64_t position_ = 0;  // ours: tail as producer, head as consumer
   std::size_t peeked_ = 0;      // record bytes of the frame peek() returned
+  bool corrupt_ = false;
 };
 
 }  // namespace ringsync::shm

@@ -21,7 +21,9 @@ std::size_t BusyPoll::run(boost::asio::io_context& io) {
       continue;
     }
     if (hooks_.may_sleep && !hooks_.may_sleep()) {
-      handlers += hooks_.poll();
+      // Frames arrived: handle them, and what is ready besides (writers,
+      // timers, doorbells), so a busy trainer starves nothing.
+      handlers += io.poll() + hooks_.poll();
       continue;
     }
     const std::size_t n = io.run_one();

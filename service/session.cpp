@@ -79,6 +79,12 @@ bool ClientSession::push_now(const std::vector<std::uint8_t>& bytes) {
       if (channel_->to_client().consumer_sleeping()) ring_doorbell_soon();
       return true;
     case shm::ShmRing::Push::kFull: return false;
+    case shm::ShmRing::Push::kTooLarge:
+      // No reply is this large (wire::encode caps frames); never reached.
+      RS_LOG(error, "session") << "client " << id_ << ": a reply of " << bytes.size()
+                               << " bytes does not fit the channel; closing the connection";
+      close();
+      return true;
     case shm::ShmRing::Push::kCorrupt: break;
   }
   channel_corrupt(Status::ProtocolError(
@@ -120,7 +126,12 @@ std::size_t ClientSession::drain() {
   while (handled < kDrainBatch && !closed_ && !flush_then_close_) {
     auto frame = ring.peek(daemon_.config().max_frame_bytes);
     if (!frame.ok()) {
-      channel_corrupt(frame.status());
+      // A frame too large is answered as on the socket; a scribbled ring is not.
+      if (ring.corrupt()) {
+        channel_corrupt(frame.status());
+      } else {
+        protocol_error(frame.status());
+      }
       break;
     }
     if (frame->empty()) break;
@@ -142,7 +153,8 @@ std::size_t ClientSession::drain() {
 }
 
 bool ClientSession::set_sleeping(bool sleeping) {
-  if (!channel_active_ || closed_) return false;
+  // A closing session drains nothing more: its frames must not keep the loop awake.
+  if (!channel_active_ || closed_ || flush_then_close_) return false;
   auto& ring = channel_->to_daemon();
   ring.set_sleeping(sleeping);
   return sleeping && ring.readable();
@@ -213,13 +225,19 @@ asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> se
 
 asio::awaitable<void> ClientSession::serve_channel() {
   // Every byte from the trainer now is a doorbell: its ring has frames, or
-  // room for the replies waiting here.
+  // room for the replies waiting here. Read on while closing: a writer
+  // flushing into a full ring waits for the trainer's doorbells.
   std::array<std::uint8_t, 256> bells;
-  while (!closed_ && !flush_then_close_) {
+  while (!closed_) {
     drain();
+    if (!queue_.empty()) wake_writer_.cancel();
     boost::system::error_code ec;
     co_await socket_.async_read_some(asio::buffer(bells), asio::redirect_error(use_awaitable, ec));
-    if (ec) co_return;
+    if (ec) {
+      // The trainer is gone: nobody will make room for what is queued.
+      close();
+      co_return;
+    }
   }
 }
 

@@ -49,6 +49,10 @@ Status Connection::send_channel(const std::vector<std::uint8_t>& frame) {
     switch (ring.push(frame)) {
       case shm::ShmRing::Push::kDone:
         return ring.consumer_sleeping() ? ring_daemon() : Status::Ok();
+      case shm::ShmRing::Push::kTooLarge:
+        return Status::InvalidArgument("a frame of " + std::to_string(frame.size()) +
+                                       " bytes is larger than the channel to ringsyncd takes (" +
+                                       std::to_string(wire::kMaxFrameBytes) + ")");
       case shm::ShmRing::Push::kCorrupt:
         return Status::ProtocolError("the shared-memory channel to ringsyncd at " + path_ + " is corrupt");
       case shm::ShmRing::Push::kFull: break;
@@ -89,7 +93,9 @@ Result<wire::Message> Connection::receive_channel(int timeout_ms) {
       const std::size_t length = frame->size() - wire::kFrameHeaderBytes;
       aligned_.resize((length + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t));
       std::memcpy(aligned_.data(), frame->data() + wire::kFrameHeaderBytes, length);
-      if (ring.pop()) RINGSYNC_RETURN_IF_ERROR(ring_daemon());  // it waits for room
+      // The daemon waits for room. A failed doorbell means it is gone; the
+      // socket's end says so after this frame (maybe its last words).
+      if (ring.pop()) (void)ring_daemon();
       auto message = wire::decode(
           std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(aligned_.data()), length));
       if (!message.ok())

@@ -92,6 +92,12 @@ TEST_CASE("small frames on an empty ring start over at the front, past the low w
   }
 }
 
+TEST_CASE("no ring takes a frame above wire::kMaxFrameBytes") {
+  Rings r;
+  CHECK(r.producer.push(std::vector<std::uint8_t>(ShmRing::kCapacity, 1)) == ShmRing::Push::kTooLarge);
+  CHECK(r.producer.push(frame_of_size(wire::kMaxFrameBytes, 1)) == ShmRing::Push::kDone);
+}
+
 TEST_CASE("the sleeping flag: set, seen by the producer, cleared") {
   Rings r;
   CHECK_FALSE(r.producer.consumer_sleeping());
@@ -106,6 +112,7 @@ TEST_CASE("positions and lengths a peer scribbled are errors, never reads out of
   SUBCASE("a producer position beyond the capacity") {
     r.control->tail = ShmRing::kCapacity + 8;
     CHECK(r.consumer.peek(wire::kMaxFrameBytes).status().code() == StatusCode::kProtocolError);
+    CHECK(r.consumer.corrupt());
   }
   SUBCASE("a producer position off the record grid") {
     r.control->tail = 12;
@@ -117,9 +124,18 @@ TEST_CASE("positions and lengths a peer scribbled are errors, never reads out of
     r.control->tail = 16;
     CHECK_FALSE(r.consumer.peek(wire::kMaxFrameBytes).ok());
   }
-  SUBCASE("a length above the consumer's limit") {
+  SUBCASE("a length above the consumer's limit: the producer's mistake, not corruption") {
     REQUIRE(r.producer.push(frame_of_size(2000, 1)) == ShmRing::Push::kDone);
     CHECK_FALSE(r.consumer.peek(1000).ok());
+    CHECK_FALSE(r.consumer.corrupt());
+  }
+  SUBCASE("a wrap marker at the start, or one after another") {
+    const std::uint32_t marker = 0xffffffffu;
+    std::memcpy(r.channel.region()->data() + shm::Channel::kControlBytes, &marker, sizeof marker);
+    r.control->tail = ShmRing::kCapacity;
+    CHECK_FALSE(r.consumer.peek(wire::kMaxFrameBytes).ok());
+    CHECK(r.consumer.corrupt());
+    CHECK_FALSE(r.consumer.peek(wire::kMaxFrameBytes).ok());  // and stays so
   }
   SUBCASE("a zero length") {
     r.control->tail = 8;

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -75,6 +76,9 @@ class ChannelClient {
   ~ChannelClient() { ::close(fd_); }
 
   shm::Channel& channel() { return *channel_; }
+  shm::RingControl* controls() { return reinterpret_cast<shm::RingControl*>(channel_->region()->data()); }
+  // Whether the daemon waits for room in the reply ring.
+  bool daemon_waiting() { return std::atomic_ref<std::uint32_t>(controls()[1].waiting).load() != 0; }
   void doorbell() {
     const char bell = 0;
     ::send(fd_, &bell, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -194,6 +198,78 @@ TEST_CASE("a frame that does not decode ends that connection with an error, thro
   REQUIRE(std::holds_alternative<wire::Completion>(*error));
   CHECK(std::get<wire::Completion>(*error).request_id == 0);
   CHECK(std::get<wire::Completion>(*error).status.code() == StatusCode::kProtocolError);
+  CHECK(client.closed_by_daemon());
+  expect_daemon_serves(daemon);
+  CHECK(daemon.stop());
+}
+
+TEST_CASE("a bad frame with more behind it: error, end, and the daemon serves on (busy polling or not)") {
+  for (const char* busy_poll : {"100us", "0"}) {
+    CAPTURE(busy_poll);
+    DaemonFixture daemon({"--busy-poll", busy_poll});
+    ChannelClient client(daemon.socket(), "bad-then-more");
+    const std::vector<std::uint8_t> bad = {8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+    // Both in the ring before the daemon looks: the second is never drained.
+    REQUIRE(client.channel().to_daemon().push(bad) == shm::ShmRing::Push::kDone);
+    REQUIRE(client.channel().to_daemon().push(bad) == shm::ShmRing::Push::kDone);
+    client.doorbell();
+    auto error = client.receive();
+    REQUIRE(error.has_value());
+    REQUIRE(std::holds_alternative<wire::Completion>(*error));
+    CHECK(std::get<wire::Completion>(*error).request_id == 0);
+    CHECK(client.closed_by_daemon());
+    expect_daemon_serves(daemon);
+    CHECK(daemon.stop());
+  }
+}
+
+TEST_CASE("a frame above --max-frame-bytes in the ring is answered like one on the socket") {
+  DaemonFixture daemon({"--max-frame-bytes", "4KiB"});
+  ChannelClient client(daemon.socket(), "large");
+  wire::Collective big = barrier(1);
+  big.name = std::string(8000, 'n');
+  REQUIRE(client.send(big));
+  auto error = client.receive();
+  REQUIRE(error.has_value());
+  REQUIRE(std::holds_alternative<wire::Completion>(*error));
+  CHECK(std::get<wire::Completion>(*error).request_id == 0);
+  CHECK(std::get<wire::Completion>(*error).status.message().find("exceeds") != std::string::npos);
+  CHECK(client.closed_by_daemon());
+  CHECK(daemon.log().find("corrupt") == std::string::npos);
+  CHECK(daemon.stop());
+}
+
+TEST_CASE("a protocol error while replies wait for room: every reply, the error, then the end") {
+  DaemonFixture daemon;
+  ChannelClient client(daemon.socket(), "full-then-bad");
+  // Allocation requests the daemon refuses: one reply each, none read yet.
+  std::uint64_t sent = 0;
+  const auto deadline = Clock::now() + 60s;
+  while (!client.daemon_waiting() && Clock::now() < deadline) {
+    REQUIRE(client.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
+    if (sent % 1000 == 0) std::this_thread::sleep_for(10ms);  // let the daemon catch up
+  }
+  REQUIRE(client.daemon_waiting());
+  // More than another ring's worth queued in the daemon, then the error.
+  const std::uint64_t total = 2 * sent + 1000;
+  while (sent < total) REQUIRE(client.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
+  std::this_thread::sleep_for(100ms);
+  REQUIRE(client.push({8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  std::this_thread::sleep_for(300ms);  // the daemon handles it while its writer waits
+  std::uint64_t replies = 0;
+  bool error_seen = false;
+  while (!error_seen) {
+    auto m = client.receive();
+    REQUIRE(m.has_value());
+    if (const auto* reply = std::get_if<wire::AllocReply>(&*m)) {
+      CHECK(reply->request_id == ++replies);
+    } else {
+      REQUIRE(std::holds_alternative<wire::Completion>(*m));
+      CHECK(std::get<wire::Completion>(*m).request_id == 0);
+      error_seen = true;
+    }
+  }
+  CHECK(replies == sent);
   CHECK(client.closed_by_daemon());
   expect_daemon_serves(daemon);
   CHECK(daemon.stop());
