@@ -37,7 +37,7 @@ ShmRing::Push ShmRing::push(std::span<const std::uint8_t> frame) {
   std::size_t used = position_ - head;
   std::size_t offset = position_ & kMask;
   const std::size_t record = record_bytes(frame.size());
-  if (record > kCapacity - kLowWater) return Push::kTooLarge;
+  if (frame.size() > wire::kFrameHeaderBytes + wire::kMaxFrameBytes) return Push::kTooLarge;
   if (kCapacity - offset < record || (used == 0 && offset >= kLowWater)) {
     // Start over at 0 behind a marker; the marker's bytes count as used
     // until the consumer steps over them.

@@ -80,7 +80,7 @@ bool ClientSession::push_now(const std::vector<std::uint8_t>& bytes) {
       return true;
     case shm::ShmRing::Push::kFull: return false;
     case shm::ShmRing::Push::kTooLarge:
-      // No reply is this large (wire::encode caps frames); never reached.
+      // No reply comes near wire::kMaxFrameBytes; a bug if reached.
       RS_LOG(error, "session") << "client " << id_ << ": a reply of " << bytes.size()
                                << " bytes does not fit the channel; closing the connection";
       close();
@@ -153,9 +153,14 @@ std::size_t ClientSession::drain() {
 }
 
 bool ClientSession::set_sleeping(bool sleeping) {
-  // A closing session drains nothing more: its frames must not keep the loop awake.
-  if (!channel_active_ || closed_ || flush_then_close_) return false;
+  if (!channel_active_ || closed_) return false;
   auto& ring = channel_->to_daemon();
+  if (flush_then_close_) {
+    // A closing session drains nothing more: its frames must not keep the
+    // loop awake, nor its trainer ring for them.
+    ring.set_sleeping(false);
+    return false;
+  }
   ring.set_sleeping(sleeping);
   return sleeping && ring.readable();
 }
@@ -182,6 +187,12 @@ void ClientSession::protocol_error(const Status& status) {
   // Request id 0 marks an error about the connection itself.
   send(wire::Completion{0, status});
   close_after_flush();
+  if (channel_active_) {
+    // The socket path leaves its job at once (read_loop ends); a channel
+    // session reads doorbells until its replies are out, so leave now: the
+    // job's other ranks get peer lost instead of waiting for the timeout.
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->daemon_.on_disconnect(self); });
+  }
 }
 
 asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> self) {

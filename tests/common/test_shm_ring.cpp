@@ -95,6 +95,8 @@ TEST_CASE("small frames on an empty ring start over at the front, past the low w
 TEST_CASE("no ring takes a frame above wire::kMaxFrameBytes") {
   Rings r;
   CHECK(r.producer.push(std::vector<std::uint8_t>(ShmRing::kCapacity, 1)) == ShmRing::Push::kTooLarge);
+  CHECK(r.producer.push(std::vector<std::uint8_t>(wire::kFrameHeaderBytes + wire::kMaxFrameBytes + 1, 1)) ==
+        ShmRing::Push::kTooLarge);
   CHECK(r.producer.push(frame_of_size(wire::kMaxFrameBytes, 1)) == ShmRing::Push::kDone);
 }
 

@@ -33,13 +33,13 @@ using Clock = std::chrono::steady_clock;
 // through the rings. Every wait ends at a deadline.
 class ChannelClient {
  public:
-  explicit ChannelClient(const std::string& path, const std::string& job) {
+  ChannelClient(const std::string& path, const std::string& job, std::uint32_t rank = 0, std::uint32_t size = 1) {
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
     REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    wire::Hello hello{wire::kProtocolVersion, job, 0, 1, static_cast<std::int32_t>(getpid())};
+    wire::Hello hello{wire::kProtocolVersion, job, rank, size, static_cast<std::int32_t>(getpid())};
     hello.shm_channel = true;
     const auto frame = wire::encode(hello);
     REQUIRE(::send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frame.size()));
@@ -272,6 +272,27 @@ TEST_CASE("a protocol error while replies wait for room: every reply, the error,
   CHECK(replies == sent);
   CHECK(client.closed_by_daemon());
   expect_daemon_serves(daemon);
+  CHECK(daemon.stop());
+}
+
+TEST_CASE("a trainer ended by a protocol error leaves its job at once, even with replies still queued") {
+  DaemonFixture daemon;
+  ChannelClient broken(daemon.socket(), "pair", 0, 2);
+  RawClient other(daemon.socket());
+  REQUIRE(other.connected());
+  other.hello("pair", 1, 2);
+  // The broken rank's reply ring full, its replies queued behind it.
+  std::uint64_t sent = 0;
+  const auto deadline = Clock::now() + 60s;
+  while (!broken.daemon_waiting() && Clock::now() < deadline)
+    REQUIRE(broken.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
+  REQUIRE(broken.daemon_waiting());
+  other.send(barrier(7));  // waits for rank 0
+  REQUIRE(broken.push({8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  // Well before --collective-timeout (300 s); RawClient gives up after 10 s.
+  auto done = other.expect<wire::Completion>();
+  CHECK(done.request_id == 7);
+  CHECK(done.status.code() == StatusCode::kPeerLost);
   CHECK(daemon.stop());
 }
 
