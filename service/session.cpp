@@ -24,7 +24,8 @@ ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
       socket_(std::move(socket)),
       id_(id),
       wake_writer_(socket_.get_executor()),
-      handshake_deadline_(socket_.get_executor()) {}
+      handshake_deadline_(socket_.get_executor()),
+      flush_deadline_(socket_.get_executor()) {}
 
 void ClientSession::start() {
   boost::system::error_code ec;
@@ -166,8 +167,21 @@ bool ClientSession::set_sleeping(bool sleeping) {
 }
 
 void ClientSession::close_after_flush() {
+  if (closed_ || flush_then_close_) return;
   flush_then_close_ = true;
   wake_writer_.cancel();
+  arm_flush_deadline();
+}
+
+void ClientSession::arm_flush_deadline() {
+  flush_deadline_.expires_after(kFlushTimeout);
+  flush_deadline_.async_wait([self = shared_from_this(), written = frames_written_](boost::system::error_code ec) {
+    if (ec || self->closed_) return;
+    if (self->frames_written_ != written) return self->arm_flush_deadline();
+    RS_LOG(warn, "session") << "client " << self->id_ << " took none of its last replies for "
+                            << kFlushTimeout.count() << " s; closing the connection";
+    self->close();
+  });
 }
 
 void ClientSession::close() {
@@ -178,6 +192,7 @@ void ClientSession::close() {
   socket_.close(ec);
   wake_writer_.cancel();
   handshake_deadline_.cancel();
+  flush_deadline_.cancel();
 }
 
 void ClientSession::protocol_error(const Status& status) {
@@ -317,6 +332,7 @@ asio::awaitable<void> ClientSession::write_loop(std::shared_ptr<ClientSession> /
     const bool written = frame.via_channel ? co_await write_channel(frame) : co_await write_one(frame);
     if (!written) break;
     queue_.pop_front();
+    ++frames_written_;
   }
   close();
 }

@@ -83,6 +83,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     bool via_channel = false;
   };
   static constexpr std::size_t kDrainBatch = 64;
+  // A closing connection whose last replies make no progress for this long
+  // (its trainer reads nothing more, or waits itself with its request ring
+  // full) is cut off instead of keeping the session forever.
+  static constexpr std::chrono::seconds kFlushTimeout{2};
 
   // Each loop holds the session alive through `self` from the moment it is created.
   boost::asio::awaitable<void> read_loop(std::shared_ptr<ClientSession> self);
@@ -96,6 +100,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void ring_doorbell_soon();  // after the handlers already queued
   void channel_corrupt(const Status& why);
   void protocol_error(const Status& status);
+  void arm_flush_deadline();
 
   Daemon& daemon_;
   Socket socket_;
@@ -103,7 +108,9 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::deque<Outgoing> queue_;
   boost::asio::steady_timer wake_writer_;
   boost::asio::steady_timer handshake_deadline_;
+  boost::asio::steady_timer flush_deadline_;
   bool flush_then_close_ = false;
+  std::uint64_t frames_written_ = 0;  // progress, for the flush deadline
   bool closed_ = false;
   std::optional<shm::Channel> channel_;
   bool channel_active_ = false;

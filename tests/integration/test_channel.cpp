@@ -275,6 +275,33 @@ TEST_CASE("a protocol error while replies wait for room: every reply, the error,
   CHECK(daemon.stop());
 }
 
+TEST_CASE("a closing connection whose trainer takes no replies, its request ring full too, is cut off") {
+  DaemonFixture daemon;
+  ChannelClient client(daemon.socket(), "stuck");
+  // The reply ring full (the daemon's writer waits for room), then the error.
+  std::uint64_t sent = 0;
+  const auto deadline = Clock::now() + 60s;
+  while (!client.daemon_waiting() && Clock::now() < deadline)
+    REQUIRE(client.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
+  REQUIRE(client.daemon_waiting());
+  REQUIRE(client.push({8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  // The closing daemon drains no more requests: fill that ring as well, as a
+  // trainer blocked in a send would have. Nobody makes room on either side.
+  const auto frame = wire::encode(wire::AllocBuffer{++sent, std::uint64_t{1} << 62});
+  int full = 0;
+  for (int i = 0; i < 1'000'000 && full == 0; ++i) {
+    const auto pushed = client.channel().to_daemon().push(frame);
+    REQUIRE(pushed != shm::ShmRing::Push::kCorrupt);
+    if (pushed == shm::ShmRing::Push::kFull) full = 1;
+  }
+  REQUIRE(full == 1);
+  client.doorbell();
+  // The daemon gives up on the flush and closes (within ClientSession::kFlushTimeout).
+  CHECK(client.closed_by_daemon());
+  expect_daemon_serves(daemon);
+  CHECK(daemon.stop());
+}
+
 TEST_CASE("a trainer ended by a protocol error leaves its job at once, even with replies still queued") {
   DaemonFixture daemon;
   ChannelClient broken(daemon.socket(), "pair", 0, 2);
