@@ -180,6 +180,7 @@ void ClientSession::arm_flush_deadline() {
     if (self->frames_written_ != written) return self->arm_flush_deadline();
     RS_LOG(warn, "session") << "client " << self->id_ << " took none of its last replies for "
                             << kFlushTimeout.count() << " s; closing the connection";
+    self->daemon_.metrics().error("flush_timeout");
     self->close();
   });
 }

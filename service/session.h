@@ -83,9 +83,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     bool via_channel = false;
   };
   static constexpr std::size_t kDrainBatch = 64;
-  // A closing connection whose last replies make no progress for this long
-  // (its trainer reads nothing more, or waits itself with its request ring
-  // full) is cut off instead of keeping the session forever.
+  // A closing connection's last replies are checked for progress this often;
+  // one with none in a whole period (its trainer reads nothing more, or waits
+  // itself with its request ring full) is cut off, 2-4 s after it stalled,
+  // instead of keeping the session forever.
   static constexpr std::chrono::seconds kFlushTimeout{2};
 
   // Each loop holds the session alive through `self` from the moment it is created.

@@ -296,8 +296,10 @@ TEST_CASE("a closing connection whose trainer takes no replies, its request ring
   }
   REQUIRE(full == 1);
   client.doorbell();
-  // The daemon gives up on the flush and closes (within ClientSession::kFlushTimeout).
+  // The daemon gives up on the flush and closes (2-4 s, ClientSession::kFlushTimeout).
   CHECK(client.closed_by_daemon());
+  CHECK(http_get(daemon.metrics_host_port(), "/metrics").find("ringsync_errors_total{kind=\"flush_timeout\"} 1") !=
+        std::string::npos);
   expect_daemon_serves(daemon);
   CHECK(daemon.stop());
 }
