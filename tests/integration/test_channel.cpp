@@ -96,6 +96,18 @@ class ChannelClient {
     return false;
   }
   bool send(const wire::Message& m) { return push(wire::encode(m)); }
+  // Requests the daemon refuses (one reply each, ids 1..n), none read, until
+  // its writer waits for room in the reply ring. Returns n.
+  std::uint64_t fill_reply_ring() {
+    std::uint64_t sent = 0;
+    const auto deadline = Clock::now() + 60s;
+    while (!daemon_waiting() && Clock::now() < deadline) {
+      REQUIRE(send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
+      if (sent % 1000 == 0) std::this_thread::sleep_for(10ms);  // let the daemon catch up
+    }
+    REQUIRE(daemon_waiting());
+    return sent;
+  }
   // The next frame of the reply ring, or nullopt after 20 s.
   std::optional<wire::Message> receive() {
     const auto deadline = Clock::now() + 20s;
@@ -242,14 +254,7 @@ TEST_CASE("a frame above --max-frame-bytes in the ring is answered like one on t
 TEST_CASE("a protocol error while replies wait for room: every reply, the error, then the end") {
   DaemonFixture daemon;
   ChannelClient client(daemon.socket(), "full-then-bad");
-  // Allocation requests the daemon refuses: one reply each, none read yet.
-  std::uint64_t sent = 0;
-  const auto deadline = Clock::now() + 60s;
-  while (!client.daemon_waiting() && Clock::now() < deadline) {
-    REQUIRE(client.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
-    if (sent % 1000 == 0) std::this_thread::sleep_for(10ms);  // let the daemon catch up
-  }
-  REQUIRE(client.daemon_waiting());
+  std::uint64_t sent = client.fill_reply_ring();
   // More than another ring's worth queued in the daemon, then the error.
   const std::uint64_t total = 2 * sent + 1000;
   while (sent < total) REQUIRE(client.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
@@ -279,11 +284,7 @@ TEST_CASE("a closing connection whose trainer takes no replies, its request ring
   DaemonFixture daemon;
   ChannelClient client(daemon.socket(), "stuck");
   // The reply ring full (the daemon's writer waits for room), then the error.
-  std::uint64_t sent = 0;
-  const auto deadline = Clock::now() + 60s;
-  while (!client.daemon_waiting() && Clock::now() < deadline)
-    REQUIRE(client.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
-  REQUIRE(client.daemon_waiting());
+  std::uint64_t sent = client.fill_reply_ring();
   REQUIRE(client.push({8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}));
   // The closing daemon drains no more requests: fill that ring as well, as a
   // trainer blocked in a send would have. Nobody makes room on either side.
@@ -311,11 +312,7 @@ TEST_CASE("a trainer ended by a protocol error leaves its job at once, even with
   REQUIRE(other.connected());
   other.hello("pair", 1, 2);
   // The broken rank's reply ring full, its replies queued behind it.
-  std::uint64_t sent = 0;
-  const auto deadline = Clock::now() + 60s;
-  while (!broken.daemon_waiting() && Clock::now() < deadline)
-    REQUIRE(broken.send(wire::AllocBuffer{++sent, std::uint64_t{1} << 62}));
-  REQUIRE(broken.daemon_waiting());
+  broken.fill_reply_ring();
   other.send(barrier(7));  // waits for rank 0
   REQUIRE(broken.push({8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}));
   // Well before --collective-timeout (300 s); RawClient gives up after 10 s.
