@@ -1,0 +1,24 @@
+// CPU lists as `taskset -c` takes them and /proc/<pid>/status shows them
+// (Cpus_allowed_list): "3", "0-3,8". Parsed into sorted, distinct CPU numbers.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ringsync {
+
+// The highest CPU number a list may name (CPU_SETSIZE - 1).
+inline constexpr int kMaxCpu = 1023;
+
+// "3", "0-3,8": numbers and inclusive ranges, comma separated, no spaces.
+// An empty text, a malformed entry, a range that runs backwards or a CPU above
+// kMaxCpu is an InvalidArgument naming the entry.
+Result<std::vector<int>> parse_cpu_list(std::string_view text);
+
+// The shortest list naming `cpus` (sorted, distinct): {0,1,2,3,8} -> "0-3,8".
+std::string format_cpu_list(const std::vector<int>& cpus);
+
+}  // namespace ringsync
