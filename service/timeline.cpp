@@ -1,6 +1,7 @@
 #include "service/timeline.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -277,6 +278,7 @@ std::uint64_t Timeline::dropped_events() const {
 }
 
 void Timeline::writer_loop() {
+  ::pthread_setname_np(::pthread_self(), "rs-timeline");
   std::string batch;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

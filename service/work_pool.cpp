@@ -1,5 +1,7 @@
 #include "service/work_pool.h"
 
+#include <pthread.h>
+
 #include <atomic>
 
 namespace ringsync::service {
@@ -44,6 +46,7 @@ void WorkPool::run(std::size_t n, std::function<void(std::size_t)> piece,
 }
 
 void WorkPool::work() {
+  ::pthread_setname_np(::pthread_self(), "rs-pool");  // in top -H, perf, /proc
   for (;;) {
     std::shared_ptr<Job> job;
     std::size_t index = 0;
