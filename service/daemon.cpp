@@ -13,8 +13,10 @@
 #include <fstream>
 #include <thread>
 
+#include "common/cpu_list.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "service/thread_cpus.h"
 
 namespace ringsync::service {
 
@@ -58,6 +60,18 @@ Daemon::~Daemon() {
 }
 
 Status Daemon::start() {
+  if (!config_.control_cpus.empty()) {
+    // Checked before anything is bound, so a wrong list costs nothing; the
+    // threads started later keep the CPUs the daemon was given.
+    auto given = thread_cpus();
+    if (!given.ok()) return given.status();
+    for (int cpu : config_.control_cpus)
+      if (!std::binary_search(given->begin(), given->end(), cpu))
+        return Status::InvalidArgument("--control-cpus " + format_cpu_list(config_.control_cpus) + ": CPU " +
+                                       std::to_string(cpu) + " is not one ringsyncd may run on (" +
+                                       format_cpu_list(*given) + ")");
+    config_.cluster.thread_cpus = std::move(given).value();
+  }
   RINGSYNC_RETURN_IF_ERROR(listen());
   if (!config_.metrics_address.empty() && config_.metrics_address != "off") {
     auto server = MetricsServer::start(io_, config_.metrics_address, [this] {
@@ -81,6 +95,12 @@ Status Daemon::start() {
                               << config_.socket_path << "; metrics "
                               << (metrics_server_ ? metrics_endpoint() : std::string("off"))
                               << "; " << pool_.threads() << " data threads";
+  if (!config_.control_cpus.empty()) {
+    // Last: the threads started above (pool, timeline) keep the daemon's CPUs.
+    RINGSYNC_RETURN_IF_ERROR(set_thread_cpus(config_.control_cpus));
+    RS_LOG(info, "daemon") << "control thread on CPU(s) " << format_cpu_list(config_.control_cpus)
+                           << "; other threads on " << format_cpu_list(config_.cluster.thread_cpus);
+  }
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <thread>
 
+#include "common/cpu_list.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "common/wire.h"
@@ -138,6 +139,11 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "After a small collective's events (64KiB or less) the control loop, and after its last task "
        "the ring's thread, poll instead of sleeping for this long, which saves a wake-up per step; "
        "0 turns it off."},
+      {"control-cpus", Kind::kString, "", "",
+       "CPUs the control thread runs on (it busy-polls trainers and peers after small collectives), "
+       "as taskset -c writes them: 3 or 2-3,6. A core no trainer uses answers small collectives "
+       "fastest. The daemon's other threads keep every CPU it was given. Empty: wherever the "
+       "scheduler puts it."},
       {"client-channel", Kind::kString, "shm", "",
        "How trainers' frames travel: shm (a shared-memory ring each way, the socket only wakes a "
        "sleeping side) or socket (every frame on the Unix socket)."},
@@ -210,6 +216,13 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
     return Status::InvalidArgument("client-channel must be shm or socket, got '" + channel + "'" +
                                    from(cfg, "client-channel"));
   d.shm_channel = channel == "shm";
+  if (const std::string cpus = cfg.get_string("control-cpus"); !cpus.empty()) {
+    auto parsed = parse_cpu_list(cpus);
+    if (!parsed.ok())
+      return Status::InvalidArgument("control-cpus must be a CPU list such as 3 or 2-3,6: " +
+                                     parsed.status().message() + from(cfg, "control-cpus"));
+    d.control_cpus = std::move(parsed).value();
+  }
 
   RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-frame-bytes", kMinFrameBytes, wire::kMaxFrameBytes,
                                           d.max_frame_bytes));

@@ -42,6 +42,10 @@ struct ClusterConfig {
   std::string ucx_net_devices;                     // --ucx-net-devices, "" = UCX's
   std::string timeline_path;                       // --timeline: Chrome trace JSON
   std::chrono::nanoseconds busy_poll{0};           // DaemonConfig::busy_poll, for the ring's thread
+  // Where threads the control thread creates (UCX's, the ring's) run: the
+  // daemon's CPUs when --control-cpus keeps the control thread on fewer
+  // (service/thread_cpus.h). Empty: where the control thread runs.
+  std::vector<int> thread_cpus;
 
   bool enabled() const { return !nodes.empty(); }
   std::uint32_t slots() const { return nodes.empty() ? 0 : nodes.front().slots; }
@@ -88,6 +92,9 @@ struct DaemonConfig {
   // channel for their frames (common/shm_channel.h); "socket" keeps every
   // frame on the Unix socket.
   bool shm_channel = true;
+  // --control-cpus, default none: the CPUs of the control thread
+  // (service/thread_cpus.h); empty leaves it to the scheduler.
+  std::vector<int> control_cpus;
 
   ClusterConfig cluster;
 };

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "service/cluster/node_operation.h"
+#include "service/thread_cpus.h"
 #include "service/transport/ucx_transport.h"
 
 namespace ringsync::service::cluster {
@@ -68,6 +69,15 @@ Status ClusterNode::start() {
       return Status::InvalidArgument("cannot listen for the other nodes on " + where + ": " + ec.message() +
                                      " (--control-address)");
   }
+  if (config_.node_rank != 0 && !config_.thread_cpus.empty()) {
+    // Asio looks names up on a helper thread it starts at the first lookup,
+    // which joining node 0 makes. Made now, before the daemon keeps this
+    // thread on --control-cpus, it starts on every CPU of the daemon like
+    // the other helpers (service/thread_cpus.h); its answer is not needed.
+    auto resolver = std::make_shared<tcp::resolver>(io_);
+    resolver->async_resolve(config_.nodes[0].host, "0", [resolver](const boost::system::error_code&,
+                                                                  const tcp::resolver::results_type&) {});
+  }
   metrics_.ring_nodes.with().set(0);  // until the ring forms
   asio::co_spawn(io_, formation_loop(), asio::detached);
   RS_LOG(info, "ring") << "node " << config_.node_rank << " of " << num_nodes() << " in job '"
@@ -104,7 +114,10 @@ asio::awaitable<void> ClusterNode::formation_loop() {
     transport::UcxOptions options;
     options.transports = config_.ucx_transports;
     options.net_devices = config_.ucx_net_devices;
-    auto ucx = transport::UcxContext::create(options);
+    auto ucx = [&] {
+      ThreadCpusScope spread(config_.thread_cpus);  // UCX's own threads
+      return transport::UcxContext::create(options);
+    }();
     Status failed = Status::Ok();
     if (!ucx.ok()) {
       failed = Status::Internal("cannot start UCX: " + ucx.status().message());
@@ -179,9 +192,12 @@ Status ClusterNode::form(Membership membership, std::unique_ptr<transport::UcxCo
   last_link_sample_ = Clock::now();
   auto counting = std::make_unique<transport::CountingTransport>(std::move(ucx_transport).value(),
                                                                  link_counters_);
-  engine_ = std::make_unique<RingEngine>(
-      std::move(counting), [&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); },
-      config_.busy_poll);
+  {
+    ThreadCpusScope spread(config_.thread_cpus);  // the ring's thread
+    engine_ = std::make_unique<RingEngine>(
+        std::move(counting), [&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); },
+        config_.busy_poll);
+  }
 
   ++epoch_;
   formed_ = true;

@@ -368,4 +368,16 @@ std::optional<double> metric_value(const std::string& metrics_text, const std::s
   return sum;
 }
 
+bool wait_for_ring(ClusterFixture& cluster, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    bool formed = true;
+    for (int i = 0; i < cluster.nodes() && formed; ++i)
+      formed = metric_value(cluster.metrics(i), "ringsync_ring_nodes") == cluster.nodes();
+    if (formed) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
 }  // namespace ringsync::test

@@ -178,5 +178,8 @@ bool all_equal(const std::vector<int>& codes, int want);
 
 // The sum of every series of a Prometheus metric in /metrics text; nullopt when absent.
 std::optional<double> metric_value(const std::string& metrics_text, const std::string& name);
+// True once every node's ringsync_ring_nodes gauge says the ring has all
+// nodes; false at the deadline.
+bool wait_for_ring(ClusterFixture& cluster, std::chrono::seconds timeout);
 
 }  // namespace ringsync::test

@@ -57,19 +57,6 @@ bool all_running(ClusterFixture& cluster, int except = -1) {
   return true;
 }
 
-// True once every node's ringsync_ring_nodes gauge says the ring has all nodes.
-bool wait_for_ring(ClusterFixture& cluster, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    bool formed = true;
-    for (int i = 0; i < cluster.nodes() && formed; ++i)
-      formed = metric_value(cluster.metrics(i), "ringsync_ring_nodes") == cluster.nodes();
-    if (formed) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-}
-
 // The first log line that contains `text` and matches `pattern`, or "".
 std::string find_line(const std::string& log, const std::string& text, const std::regex& pattern) {
   std::istringstream in(log);

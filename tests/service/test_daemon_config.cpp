@@ -68,7 +68,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
   CHECK(names == std::set<std::string>{"socket", "metrics-address", "collective-timeout", "stall-warning",
                                        "max-frame-bytes", "max-client-buffer-bytes", "reduce-threads",
                                        "reduce-chunk-bytes", "ready-file", "log-level", "log-subsys",
-                                       "handshake-timeout", "busy-poll", "client-channel", "hostfile", "hosts", "node-rank",
+                                       "handshake-timeout", "busy-poll", "control-cpus", "client-channel", "hostfile", "hosts", "node-rank",
                                        "control-address", "job-id", "job-token", "join-timeout",
                                        "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
                                        "response-cache", "ring-chunk-bytes", "ring-window", "ucx-transports",
@@ -102,6 +102,18 @@ TEST_CASE("flags and variables reach the typed struct") {
   CHECK(d->log_subsys == "all,^ucx");
   CHECK(d->max_frame_bytes == 128 * 1024);
   CHECK(d->client_handshake_timeout == 1500ms);
+}
+
+TEST_CASE("--control-cpus: none by default, a CPU list when given, a clear error when malformed") {
+  auto d = load({});
+  REQUIRE(d.ok());
+  CHECK(d->control_cpus.empty());
+  auto pinned = load({"--control-cpus=2-3,0"});
+  REQUIRE(pinned.ok());
+  CHECK(pinned->control_cpus == std::vector<int>{0, 2, 3});
+  CHECK(error_of({"--control-cpus=two"}) ==
+        "control-cpus must be a CPU list such as 3 or 2-3,6: 'two' is not a CPU number (0 to 1023) or a range of "
+        "them such as 2-5 (--control-cpus from flag)");
 }
 
 TEST_CASE("the metrics server can be turned off") {
