@@ -10,10 +10,11 @@
 
 namespace ringsync {
 
-// The highest CPU number a list may name (CPU_SETSIZE - 1).
-inline constexpr int kMaxCpu = 1023;
+// The highest CPU number a list may name (Linux's largest NR_CPUS - 1).
+inline constexpr int kMaxCpu = 8191;
 
-// "3", "0-3,8": numbers and inclusive ranges, comma separated, no spaces.
+// "3", "0-3,8": numbers and inclusive ranges, comma separated, no spaces
+// (taskset's strides, "0-7:2", are not taken).
 // An empty text, a malformed entry, a range that runs backwards or a CPU above
 // kMaxCpu is an InvalidArgument naming the entry.
 Result<std::vector<int>> parse_cpu_list(std::string_view text);

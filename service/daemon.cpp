@@ -83,6 +83,13 @@ Status Daemon::start() {
     metrics_.start_gpu_sampling();  // ringsync_gpu_* from NVML; one info line without a GPU
   }
   RINGSYNC_RETURN_IF_ERROR(start_cluster());
+  if (!config_.control_cpus.empty()) {
+    // After the threads started above (pool, timeline), which keep the
+    // daemon's CPUs; before the ready file, which says it is serving.
+    RINGSYNC_RETURN_IF_ERROR(set_thread_cpus(config_.control_cpus));
+    RS_LOG(info, "daemon") << "control thread on CPU(s) " << format_cpu_list(config_.control_cpus)
+                           << "; other threads on " << format_cpu_list(config_.cluster.thread_cpus);
+  }
   RINGSYNC_RETURN_IF_ERROR(write_ready_file());
   signals_.async_wait([this](boost::system::error_code ec, int signal) {
     if (ec) return;
@@ -95,12 +102,6 @@ Status Daemon::start() {
                               << config_.socket_path << "; metrics "
                               << (metrics_server_ ? metrics_endpoint() : std::string("off"))
                               << "; " << pool_.threads() << " data threads";
-  if (!config_.control_cpus.empty()) {
-    // Last: the threads started above (pool, timeline) keep the daemon's CPUs.
-    RINGSYNC_RETURN_IF_ERROR(set_thread_cpus(config_.control_cpus));
-    RS_LOG(info, "daemon") << "control thread on CPU(s) " << format_cpu_list(config_.control_cpus)
-                           << "; other threads on " << format_cpu_list(config_.cluster.thread_cpus);
-  }
   return Status::Ok();
 }
 

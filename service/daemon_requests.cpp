@@ -6,7 +6,6 @@
 #include "service/cluster/node_operation.h"
 #include "service/daemon.h"
 #include "service/device_service.h"
-#include "service/thread_cpus.h"
 
 namespace ringsync::service {
 
@@ -70,10 +69,7 @@ Status Daemon::on_message(const std::shared_ptr<ClientSession>& session, wire::M
 }
 
 DeviceService& Daemon::devices() {
-  if (!devices_) {
-    ThreadCpusScope spread(config_.cluster.thread_cpus);  // threads the CUDA driver starts
-    devices_ = std::make_shared<DeviceService>(io_, pool_, metrics_, cuda_backend());
-  }
+  if (!devices_) devices_ = std::make_shared<DeviceService>(io_, pool_, metrics_, cuda_backend());
   return *devices_;
 }
 

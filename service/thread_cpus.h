@@ -1,10 +1,13 @@
 // Where the daemon's threads run (--control-cpus). The control thread
 // busy-polls the trainers' channels and the peer links after every small
-// collective; on a core of its own it answers them without waiting for the
-// scheduler. The ring's thread, the reduce pool and the threads libraries
-// start stay on every CPU the daemon was given: a thread inherits its
-// creator's CPUs, so the control thread creates them inside a ThreadCpusScope
-// that lends it the daemon's CPUs for the moment.
+// collective, and each step of a small allreduce waits until it runs: on a
+// core no trainer polls on, it runs at once. Only it is bound. The ring's
+// thread, the reduce pool and the threads libraries start keep every CPU the
+// daemon was given (the control CPUs too: the ring's thread is busy when the
+// control thread waits for it). A thread inherits its creator's CPUs, so the
+// control thread creates them inside a ThreadCpusScope that lends it the
+// daemon's CPUs for the moment. The CPUs are taken once, at start: a cpuset
+// change later (which on cgroup v1 resets every thread's CPUs) undoes it.
 #pragma once
 
 #include <vector>

@@ -71,12 +71,13 @@ Status ClusterNode::start() {
   }
   if (config_.node_rank != 0 && !config_.thread_cpus.empty()) {
     // Asio looks names up on a helper thread it starts at the first lookup,
-    // which joining node 0 makes. Made now, before the daemon keeps this
-    // thread on --control-cpus, it starts on every CPU of the daemon like
-    // the other helpers (service/thread_cpus.h); its answer is not needed.
+    // which joining node 0 makes. A numeric lookup now (no network, no
+    // wait) starts it before the daemon keeps this thread on
+    // --control-cpus, so it runs on every CPU of the daemon like the other
+    // helpers (service/thread_cpus.h).
     auto resolver = std::make_shared<tcp::resolver>(io_);
-    resolver->async_resolve(config_.nodes[0].host, "0", [resolver](const boost::system::error_code&,
-                                                                  const tcp::resolver::results_type&) {});
+    resolver->async_resolve("127.0.0.1", "0", tcp::resolver::numeric_host | tcp::resolver::numeric_service,
+                            [resolver](const boost::system::error_code&, const tcp::resolver::results_type&) {});
   }
   metrics_.ring_nodes.with().set(0);  // until the ring forms
   asio::co_spawn(io_, formation_loop(), asio::detached);

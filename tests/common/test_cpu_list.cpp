@@ -22,18 +22,20 @@ TEST_CASE("CPU lists: numbers and ranges, sorted and distinct") {
   CHECK(parse_cpu_list("0-3,8").value() == std::vector<int>{0, 1, 2, 3, 8});
   CHECK(parse_cpu_list("8,2-3,3,2").value() == std::vector<int>{2, 3, 8});
   CHECK(parse_cpu_list("5-5").value() == std::vector<int>{5});
-  CHECK(parse_cpu_list("1023").value() == std::vector<int>{1023});
+  CHECK(parse_cpu_list("1024").value() == std::vector<int>{1024});
+  CHECK(parse_cpu_list("8191").value() == std::vector<int>{8191});
 }
 
 TEST_CASE("CPU lists: malformed entries are named") {
   CHECK(error_of("") == "an empty CPU list");
-  CHECK(error_of("x") == "'x' is not a CPU number (0 to 1023) or a range of them such as 2-5");
+  CHECK(error_of("x") == "'x' is not a CPU number (0 to 8191) or a range of them such as 2-5");
   CHECK(error_of("1,,2").starts_with("'' is not a CPU number"));
   CHECK(error_of("1,").starts_with("'' is not a CPU number"));
   CHECK(error_of("2-").starts_with("'2-' is not a CPU number"));
   CHECK(error_of("-1").starts_with("'-1' is not a CPU number"));
   CHECK(error_of("1 ,2").starts_with("'1 ' is not a CPU number"));
-  CHECK(error_of("1024").starts_with("'1024' is not a CPU number (0 to 1023)"));
+  CHECK(error_of("8192").starts_with("'8192' is not a CPU number (0 to 8191)"));
+  CHECK(error_of("0-7:2").starts_with("'0-7:2' is not a CPU number"));  // taskset's stride
   CHECK(error_of("0-99999").starts_with("'0-99999' is not a CPU number"));
   CHECK(error_of("1-2-3").starts_with("'1-2-3' is not a CPU number"));
   CHECK(error_of("5-2") == "the CPU range '5-2' runs backwards");

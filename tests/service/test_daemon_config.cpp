@@ -112,7 +112,7 @@ TEST_CASE("--control-cpus: none by default, a CPU list when given, a clear error
   REQUIRE(pinned.ok());
   CHECK(pinned->control_cpus == std::vector<int>{0, 2, 3});
   CHECK(error_of({"--control-cpus=two"}) ==
-        "control-cpus must be a CPU list such as 3 or 2-3,6: 'two' is not a CPU number (0 to 1023) or a range of "
+        "control-cpus must be a CPU list such as 3 or 2-3,6: 'two' is not a CPU number (0 to 8191) or a range of "
         "them such as 2-5 (--control-cpus from flag)");
 }
 
