@@ -65,11 +65,9 @@ Status Daemon::start() {
     // threads started later keep the CPUs the daemon was given.
     auto given = thread_cpus();
     if (!given.ok()) return given.status();
-    for (int cpu : config_.control_cpus)
-      if (!std::binary_search(given->begin(), given->end(), cpu))
-        return Status::InvalidArgument("--control-cpus " + format_cpu_list(config_.control_cpus) + ": CPU " +
-                                       std::to_string(cpu) + " is not one ringsyncd may run on (" +
-                                       format_cpu_list(*given) + ")");
+    if (Status usable = within(config_.control_cpus, *given); !usable.ok())
+      return Status::InvalidArgument("--control-cpus " + format_cpu_list(config_.control_cpus) + ": " +
+                                     usable.message());
     config_.cluster.thread_cpus = std::move(given).value();
   }
   RINGSYNC_RETURN_IF_ERROR(listen());

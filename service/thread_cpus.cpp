@@ -73,14 +73,19 @@ Result<std::vector<int>> thread_cpus() {
   }
 }
 
+Status within(const std::vector<int>& cpus, const std::vector<int>& allowed) {
+  for (int c : cpus)
+    if (!std::binary_search(allowed.begin(), allowed.end(), c))
+      return Status::InvalidArgument("CPU " + std::to_string(c) + " is not one ringsyncd may run on (" +
+                                     format_cpu_list(allowed) + ")");
+  return Status::Ok();
+}
+
 Status set_thread_cpus(const std::vector<int>& cpus) {
   if (cpus.empty()) return Status::InvalidArgument("no CPUs to run on");
   auto allowed = thread_cpus();
   if (!allowed.ok()) return allowed.status();
-  for (int c : cpus)
-    if (!std::binary_search(allowed->begin(), allowed->end(), c))
-      return Status::InvalidArgument("CPU " + std::to_string(c) + " is not one ringsyncd may run on (" +
-                                     format_cpu_list(*allowed) + ")");
+  RINGSYNC_RETURN_IF_ERROR(within(cpus, *allowed));
   const CpuMask mask = CpuMask::of(cpus);
   if (!mask.ok()) return Status::Internal("cannot keep this thread on CPUs " + format_cpu_list(cpus) + ": out of memory");
   if (const int rc = mask.apply(); rc != 0)

@@ -19,6 +19,10 @@ namespace ringsync::service {
 // The CPUs the calling thread may run on.
 Result<std::vector<int>> thread_cpus();
 
+// Ok when every one of `cpus` is in `allowed` (both sorted); otherwise an
+// InvalidArgument naming the first that is not, and what is allowed.
+Status within(const std::vector<int>& cpus, const std::vector<int>& allowed);
+
 // Keeps the calling thread on `cpus` (sorted, distinct); threads it creates
 // from now on start there too. Every CPU must be one the thread may use now:
 // otherwise an InvalidArgument names it and nothing changes.
