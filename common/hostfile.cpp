@@ -113,4 +113,25 @@ Result<std::vector<HostEntry>> parse_host_list(std::string_view list) {
   return hosts;
 }
 
+Result<std::vector<HostEntry>> parse_node_list(std::string_view list, std::uint32_t slots) {
+  std::vector<HostEntry> nodes;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const auto comma = list.find(',', start);
+    std::string_view item =
+        text::trim(list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (item.empty()) return Status::InvalidArgument("empty item in node list '" + std::string(list) + "'");
+    HostEntry entry;
+    entry.slots = slots;
+    RINGSYNC_RETURN_IF_ERROR(split_host_port(item, entry, "node list item '" + std::string(item) + "'"));
+    if (entry.host.empty())
+      return Status::InvalidArgument("node list item '" + std::string(item) + "': empty host name");
+    nodes.push_back(std::move(entry));
+    if (nodes.size() > 65536) return Status::InvalidArgument("node list has more than 65536 nodes");
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return nodes;
+}
+
 }  // namespace ringsync

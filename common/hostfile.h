@@ -24,4 +24,9 @@ Result<std::vector<HostEntry>> read_hostfile(const std::string& path);
 // horovodrun's -H form: "a:4,b:4" means hosts a and b with 4 slots each.
 Result<std::vector<HostEntry>> parse_host_list(std::string_view list);
 
+// The daemons of a job as its trainers name them (RINGSYNC_NODES):
+// "host[:port],..." in node-rank order, "[v6]:port" for IPv6; every entry
+// gets `slots`. At most 65536 entries.
+Result<std::vector<HostEntry>> parse_node_list(std::string_view list, std::uint32_t slots);
+
 }  // namespace ringsync

@@ -106,7 +106,14 @@ struct Encoder {
   }
   std::pair<fb::PeerBody, Offset> operator()(const Goodbye& m) {
     auto reason = b.CreateString(m.reason);
-    return {fb::PeerBody::Goodbye, fb::CreateGoodbye(b, m.epoch, reason).Union()};
+    return {fb::PeerBody::Goodbye, fb::CreateGoodbye(b, m.epoch, reason, m.finished).Union()};
+  }
+  std::pair<fb::PeerBody, Offset> operator()(const RankLeft& m) {
+    auto reason = b.CreateString(m.reason);
+    return {fb::PeerBody::RankLeft, fb::CreateRankLeft(b, m.epoch, m.origin, m.global_rank, reason).Union()};
+  }
+  std::pair<fb::PeerBody, Offset> operator()(const NodeDrained& m) {
+    return {fb::PeerBody::NodeDrained, fb::CreateNodeDrained(b, m.epoch, m.node_rank).Union()};
   }
 };
 
@@ -226,7 +233,16 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       return decode_plan(*frame->body_as_Plan());
     case fb::PeerBody::Goodbye: {
       const auto* m = frame->body_as_Goodbye();
-      return Message(Goodbye{m->epoch(), str(m->reason())});
+      return Message(Goodbye{m->epoch(), str(m->reason()), m->finished()});
+    }
+    case fb::PeerBody::RankLeft: {
+      const auto* m = frame->body_as_RankLeft();
+      if (!m->reason() || m->reason()->size() == 0) return Status::ProtocolError("rank-left notice without a reason");
+      return Message(RankLeft{m->epoch(), m->origin(), m->global_rank(), m->reason()->str()});
+    }
+    case fb::PeerBody::NodeDrained: {
+      const auto* m = frame->body_as_NodeDrained();
+      return Message(NodeDrained{m->epoch(), m->node_rank()});
     }
     case fb::PeerBody::Roster: {
       const auto* m = frame->body_as_Roster();

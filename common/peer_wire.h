@@ -15,7 +15,7 @@
 
 namespace ringsync::peer_wire {
 
-inline constexpr std::uint32_t kProtocolVersion = 2;
+inline constexpr std::uint32_t kProtocolVersion = 3;  // 3: RankLeft, NodeDrained
 
 struct PeerHello {
   std::uint32_t protocol_version = kProtocolVersion;
@@ -118,10 +118,24 @@ struct Roster {
 struct Goodbye {
   std::uint64_t epoch = 0;
   std::string reason;
+  bool finished = false;  // the job's run ended everywhere: close quietly
 };
 
-using Message =
-    std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye, Roster, Contributions>;
+// A rank of the job left; relayed by node 0 (schemas/peer.fbs).
+struct RankLeft {
+  std::uint64_t epoch = 0;
+  std::uint32_t origin = 0;  // the rank's node
+  std::uint32_t global_rank = 0;
+  std::string reason;
+};
+
+struct NodeDrained {
+  std::uint64_t epoch = 0;
+  std::uint32_t node_rank = 0;
+};
+
+using Message = std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye, Roster, Contributions,
+                             RankLeft, NodeDrained>;
 
 // Length-prefixed frame, as wire::encode.
 std::vector<std::uint8_t> encode(const Message& message);

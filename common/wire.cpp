@@ -68,15 +68,19 @@ struct Encoder {
 
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Hello& m) {
     auto job = b.CreateString(m.job_id);
-    return {fb::Body::Hello,
-            fb::CreateHello(b, m.protocol_version, job, m.local_rank, m.local_size, m.pid, m.shm_channel).Union()};
+    auto nodes = b.CreateString(m.nodes);
+    auto rendezvous = b.CreateString(m.rendezvous);
+    auto token = b.CreateString(m.job_token);
+    return {fb::Body::Hello, fb::CreateHello(b, m.protocol_version, job, m.local_rank, m.local_size, m.pid,
+                                             m.shm_channel, m.num_nodes, m.node_rank, nodes, rendezvous, token)
+                                 .Union()};
   }
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const HelloReply& m) {
     auto msg = b.CreateString(m.status.message());
     auto version = b.CreateString(m.daemon_version);
     return {fb::Body::HelloReply,
             fb::CreateHelloReply(b, to_fb(m.status.code()), msg, m.protocol_version, version,
-                                 m.node_rank, m.num_nodes, m.channel_bytes)
+                                 m.node_rank, m.num_nodes, m.channel_bytes, m.heartbeat_ms)
                 .Union()};
   }
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const AllocBuffer& m) {
@@ -125,6 +129,13 @@ struct Encoder {
     auto msg = b.CreateString(m.status.message());
     return {fb::Body::Completion,
             fb::CreateCompletion(b, m.request_id, to_fb(m.status.code()), msg).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Heartbeat& m) {
+    return {fb::Body::Heartbeat, fb::CreateHeartbeat(b, m.waiting_for).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Leave& m) {
+    auto reason = b.CreateString(m.reason);
+    return {fb::Body::Leave, fb::CreateLeave(b, reason).Union()};
   }
 };
 
@@ -231,8 +242,9 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       const auto* m = frame->body_as_Hello();
       if (!m->job_id() || m->job_id()->size() == 0)
         return Status::ProtocolError("hello without a job id");
-      return Message(Hello{m->protocol_version(), m->job_id()->str(), m->local_rank(),
-                           m->local_size(), m->pid(), m->shm_channel()});
+      return Message(Hello{m->protocol_version(), m->job_id()->str(), m->local_rank(), m->local_size(), m->pid(),
+                           m->shm_channel(), m->num_nodes(), m->node_rank(), str(m->nodes()),
+                           str(m->rendezvous()), str(m->job_token())});
     }
     case fb::Body::HelloReply: {
       const auto* m = frame->body_as_HelloReply();
@@ -243,7 +255,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
                                      " is not below the node count " +
                                      std::to_string(m->num_nodes()));
       return Message(HelloReply{*status, m->protocol_version(), str(m->daemon_version()),
-                                m->node_rank(), m->num_nodes(), m->channel_bytes()});
+                                m->node_rank(), m->num_nodes(), m->channel_bytes(), m->heartbeat_ms()});
     }
     case fb::Body::AllocBuffer: {
       const auto* m = frame->body_as_AllocBuffer();
@@ -275,6 +287,10 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
     }
     case fb::Body::UnregisterDevice:
       return Message(UnregisterDevice{frame->body_as_UnregisterDevice()->allocation_id()});
+    case fb::Body::Heartbeat:
+      return Message(Heartbeat{frame->body_as_Heartbeat()->waiting_for()});
+    case fb::Body::Leave:
+      return Message(Leave{str(frame->body_as_Leave()->reason())});
     case fb::Body::NONE:
       break;
   }

@@ -15,10 +15,11 @@
 
 namespace ringsync::wire {
 
-// Version 2 added device buffers (RegisterDevice, Collective::memory). Both
-// sides insist on the same version in the hello, so a mixed pair fails there
-// with a message naming both versions.
-inline constexpr std::uint32_t kProtocolVersion = 2;
+// Version 2 added device buffers (RegisterDevice, Collective::memory); 3 the
+// job's description in the hello, Heartbeat and Leave. Both sides insist on
+// the same version in the hello, so a mixed pair fails there with a message
+// naming both versions.
+inline constexpr std::uint32_t kProtocolVersion = 3;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 // Hard upper bound for any control frame, whatever the configuration says.
 inline constexpr std::size_t kMaxFrameBytes = 1 << 20;
@@ -49,6 +50,12 @@ struct Hello {
   std::uint32_t local_size = 0;
   std::int32_t pid = 0;
   bool shm_channel = false;  // the client can use the shared-memory channel
+  // The job as its launcher described it (schemas/client.fbs).
+  std::uint32_t num_nodes = 0;  // 0: not said
+  std::int32_t node_rank = -1;  // -1: not said
+  std::string nodes;            // "host:port,..." by node rank
+  std::string rendezvous;       // etcd://HOST:PORT[,...]
+  std::string job_token;
 };
 
 struct HelloReply {
@@ -60,6 +67,8 @@ struct HelloReply {
   // > 0: the reply carries the memfd of a shared-memory channel of this many
   // bytes (shm::Channel) and every later frame, both ways, goes through it.
   std::uint64_t channel_bytes = 0;
+  // > 0: a thread waiting longer than this sends a Heartbeat, every this often.
+  std::uint32_t heartbeat_ms = 0;
 };
 
 struct AllocBuffer {
@@ -120,8 +129,18 @@ struct Completion {
   Status status;
 };
 
+// The rank is alive and waits for `waiting_for` (0: it stopped waiting).
+struct Heartbeat {
+  std::uint64_t waiting_for = 0;
+};
+
+// rs_disconnect(): the rank leaves on purpose.
+struct Leave {
+  std::string reason;
+};
+
 using Message = std::variant<Hello, HelloReply, AllocBuffer, AllocReply, FreeBuffer, Collective,
-                             Completion, RegisterDevice, RegisterDeviceReply, UnregisterDevice>;
+                             Completion, RegisterDevice, RegisterDeviceReply, UnregisterDevice, Heartbeat, Leave>;
 
 // One frame: 4-byte little-endian body length, then the FlatBuffers body.
 std::vector<std::uint8_t> encode(const Message& message);

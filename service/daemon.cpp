@@ -199,7 +199,8 @@ Status Daemon::write_ready_file() const {
 
 void Daemon::schedule_sweep() {
   // Fine enough to honour both deadlines to within a quarter of the shorter one.
-  const auto shorter = std::min(config_.collective_timeout, config_.stall_warning);
+  auto shorter = std::min(config_.collective_timeout, config_.stall_warning);
+  if (config_.rank_liveness_timeout.count() > 0) shorter = std::min(shorter, config_.rank_liveness_timeout);
   const auto period = std::clamp<std::chrono::nanoseconds>(
       shorter / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
   sweep_timer_.expires_after(period);
@@ -252,7 +253,11 @@ void Daemon::shutdown() {
   accept_retry_.cancel();
   if (metrics_server_) metrics_server_->stop();
   pool_.cancel();  // queued data movement is skipped; running pieces finish
-  if (cluster_) cluster_->stop(Status::Closed("ringsyncd is shutting down"));
+  if (control_) control_->close();
+  for (auto& [id, hosted] : rings_)
+    hosted.ring->stop(Status::Closed("ringsyncd is shutting down"),
+                      Status::Closed(cluster::node_name(hosted.ring->job(), hosted.ring->node_rank()) + " of job '" +
+                                     id + "' shut down"));
   for (auto& [name, job] : jobs_)
     for (auto& pending : job.take_expired(Clock::time_point::max(), Clock::duration::zero()))
       fail(pending, Status::Closed("ringsyncd is shutting down"), "shutdown");

@@ -1,7 +1,9 @@
 // ringsyncd on one node: accepts trainers on a Unix socket, forms jobs from
-// their hellos, matches their collectives by tensor name, runs the data
-// movement on the work pool and answers each rank. All state lives on one
-// control thread (the io_context); bulk data never touches it.
+// their hellos (any number at once, each isolated), matches their collectives
+// by tensor name, runs the data movement on the work pool and answers each
+// rank. A job of several nodes gets a JobRing of its own; the daemon's control
+// port routes the other daemons to it. All state lives on one control thread
+// (the io_context); bulk data never touches it.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -16,7 +18,9 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "common/wire.h"
-#include "service/cluster/cluster_node.h"
+#include "service/cluster/control_listener.h"
+#include "service/cluster/job_ring.h"
+#include "service/job_description.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
 #include "service/job.h"
@@ -60,8 +64,25 @@ class Daemon {
   void shutdown();
   Status write_ready_file() const;
 
-  // Requests (daemon_requests.cpp).
+  // Jobs (daemon_jobs.cpp).
   Status on_hello(const std::shared_ptr<ClientSession>& session, const wire::Hello& hello);
+  // The job's ring for this hello: the one there is, or a new one; an error
+  // refuses the hello.
+  Result<cluster::JobRing*> ring_for(const DescribedJob& described);
+  std::unique_ptr<cluster::JobRing> make_ring(cluster::JobSpec spec);
+  // "rank 3 of job 'j' (node 1 at 10.0.0.2:29517, local rank 1, pid 42)".
+  std::string rank_name(const ClientSession& session) const;
+  void rank_left(const ClientSession& session, const Status& why);
+  void on_ring_lost(const std::string& job_id, const Status& why);
+  // A job its trainers described: once no rank of it is here and its ring is
+  // not formed (or closed), the ring goes.
+  void maybe_release(const std::string& job_id);
+  // Sessions whose process is stopped, or that stopped answering while they
+  // waited, for --rank-liveness-timeout: their job fails.
+  void check_liveness(Clock::time_point now);
+  cluster::JobRing* ring_of(const std::string& job_id);
+
+  // Requests (daemon_requests.cpp).
   void on_alloc(const std::shared_ptr<ClientSession>& session, const wire::AllocBuffer& alloc);
   void on_free(const std::shared_ptr<ClientSession>& session, const wire::FreeBuffer& free);
   void on_collective(const std::shared_ptr<ClientSession>& session, wire::Collective request);
@@ -76,7 +97,6 @@ class Daemon {
   void finish(PendingCollective& collective, const Status& status, Clock::time_point ready,
               std::size_t job_ranks = 0);
   Status start_cluster();
-  void on_ring_lost(const Status& why);
   void fail(PendingCollective& collective, const Status& status, std::string_view error_kind);
   void update_gauges();
   // The control loop's hooks for shared-memory channels (BusyPoll::Hooks).
@@ -97,7 +117,16 @@ class Daemon {
   WorkPool pool_;
   BusyPoll busy_;
   std::unique_ptr<Timeline> timeline_;
-  std::unique_ptr<cluster::ClusterNode> cluster_;  // multi-node jobs only
+  std::unique_ptr<cluster::ControlListener> control_;  // --control-address (or node 0 of --hostfile)
+  // Multi-node jobs by id, with how their first rank here described them
+  // (none for the pre-configured job); rings of released jobs until their
+  // last work is done.
+  struct HostedRing {
+    std::unique_ptr<cluster::JobRing> ring;
+    std::optional<DescribedJob> described;
+  };
+  std::map<std::string, HostedRing> rings_;
+  std::vector<std::unique_ptr<cluster::JobRing>> retiring_;
   std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it
   std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;
   std::vector<std::shared_ptr<ClientSession>> channels_;  // sessions with a shared-memory channel

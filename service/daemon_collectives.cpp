@@ -1,5 +1,6 @@
 // Running matched collectives, answering every rank, and the deadlines
 // (stall inspector, collective timeout).
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <cstdio>
 
@@ -97,7 +98,7 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
   metrics_.collective_done(first.kind, first.dtype, status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
                            ranks);
-  if (timeline_ && !cluster_) timeline_->phase(collective.name, "LOCAL_COLLECTIVE", ready, Clock::now());
+  if (timeline_ && job_ranks == 0) timeline_->phase(collective.name, "LOCAL_COLLECTIVE", ready, Clock::now());
   for (auto& s : collective.submissions) s.complete(status);
   // The ranks' next small request is due soon.
   busy_.extend_for(payload_bytes(first, 1));
@@ -127,22 +128,41 @@ Status Daemon::start_cluster() {
     if (!timeline.ok()) return timeline.status();
     timeline_ = std::move(timeline).value();
   }
+  std::string control = config_.cluster.control_address;
+  if (control.empty() && config_.cluster.enabled() && config_.cluster.node_rank == 0 &&
+      config_.cluster.nodes.size() > 1)
+    control = cluster::control_address(config_.cluster.nodes[0]);
+  if (!control.empty()) {
+    auto listener = cluster::ControlListener::open(
+        io_, control, {config_.client_handshake_timeout, config_.cluster.join_timeout});
+    if (!listener.ok()) return listener.status();
+    control_ = std::move(listener).value();
+    RS_LOG(info, "ring") << "listening for the other nodes of multi-node jobs on " << control_->address();
+  }
+  if (!config_.control_cpus.empty()) {
+    // Asio looks names up on a helper thread it starts at the first
+    // asynchronous lookup, which joining a job's node 0 makes. A numeric
+    // lookup now (no network, no wait) starts it before the daemon keeps this
+    // thread on --control-cpus, so it runs on every CPU of the daemon like
+    // the other helpers (service/thread_cpus.h).
+    auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
+    resolver->async_resolve("127.0.0.1", "0",
+                            asio::ip::tcp::resolver::numeric_host | asio::ip::tcp::resolver::numeric_service,
+                            [resolver](const boost::system::error_code&, const asio::ip::tcp::resolver::results_type&) {});
+  }
   if (!config_.cluster.enabled()) return Status::Ok();
-  cluster::ClusterNode::Hooks hooks;
-  hooks.fail = [this](PendingCollective& p, const Status& s, std::string_view kind) { fail(p, s, kind); };
-  hooks.succeed = [this](PendingCollective& p, Clock::time_point ready, std::size_t ranks) {
-    finish(p, Status::Ok(), ready, ranks);
-  };
-  hooks.ring_lost = [this](const Status& why) { on_ring_lost(why); };
-  cluster_ = std::make_unique<cluster::ClusterNode>(io_, config_.cluster, pool_, metrics_, timeline_.get(),
-                                                    std::move(hooks));
-  return cluster_->start();
-}
-
-void Daemon::on_ring_lost(const Status& why) {
-  auto it = jobs_.find(config_.cluster.job_id);
-  if (it == jobs_.end()) return;
-  for (auto& pending : it->second.break_with(why.message())) fail(pending, why, "peer_lost");
+  cluster::JobSpec job;
+  job.id = config_.cluster.job_id;
+  job.token = config_.cluster.token;
+  job.slots = config_.cluster.slots();
+  job.num_nodes = static_cast<std::uint32_t>(config_.cluster.nodes.size());
+  job.node_rank = config_.cluster.node_rank;
+  job.nodes = config_.cluster.nodes;
+  job.preconfigured = true;
+  auto ring = make_ring(std::move(job));
+  RINGSYNC_RETURN_IF_ERROR(ring->start());
+  rings_[config_.cluster.job_id] = HostedRing{std::move(ring), std::nullopt};
+  return Status::Ok();
 }
 
 void Daemon::sweep() {
@@ -170,7 +190,10 @@ void Daemon::sweep() {
                             << elapsed_text(now - pending.first_submit) << " ago";
     }
   }
-  if (cluster_) stalled += cluster_->sweep(now, config_.stall_warning, config_.collective_timeout);
+  for (auto& [id, hosted] : rings_)
+    stalled += hosted.ring->sweep(now, config_.stall_warning, config_.collective_timeout);
+  std::erase_if(retiring_, [](const auto& ring) { return ring->done(); });
+  check_liveness(now);
   metrics_.stalled_tensors.with().set(static_cast<double>(stalled));
 }
 

@@ -101,6 +101,11 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   if (window < 1 || window > 64)
     return Status::InvalidArgument("ring-window must be between 1 and 64" + from(cfg, "ring-window"));
   c.ring_window = static_cast<std::uint32_t>(window);
+  c.rendezvous = cfg.get_string("rendezvous");
+  if (!c.rendezvous.empty() && c.rendezvous.rfind("etcd://", 0) != 0)
+    return Status::InvalidArgument("rendezvous must be etcd://HOST:PORT[,HOST:PORT], got '" + c.rendezvous + "'" +
+                                   from(cfg, "rendezvous"));
+  c.advertise_address = cfg.get_string("advertise-address");
   c.ucx_transports = cfg.get_string("ucx-transports");
   c.ucx_net_devices = cfg.get_string("ucx-net-devices");
   c.timeline_path = cfg.get_string("timeline");
@@ -156,9 +161,24 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "HOST:PORT the control plane listens on; default this node's host list entry (port 29517 "
        "when the entry has none)."},
       {"job-id", Kind::kString, "default", "",
-       "Multi-node job id: every daemon of the job and its trainers (RINGSYNC_JOB_ID) use the same."},
+       "The pre-configured multi-node job's id: every daemon of the job and its trainers (RINGSYNC_JOB_ID) "
+       "use the same."},
       {"job-token", Kind::kString, "", "",
-       "Shared secret every daemon of the job must present; peers with another token are refused."},
+       "The pre-configured job's shared secret every daemon of it must present; peers with another token are "
+       "refused. Jobs that trainers describe bring their own (RINGSYNC_JOB_TOKEN)."},
+      {"rendezvous", Kind::kString, "", "",
+       "Rendezvous store for multi-node jobs whose trainers give no node list (RINGSYNC_NODES): "
+       "etcd://HOST:PORT[,HOST:PORT]. Trainers may name their own (RINGSYNC_RENDEZVOUS)."},
+      {"advertise-address", Kind::kString, "", "",
+       "HOST:PORT the other nodes reach this daemon's control port at, as registered in the rendezvous; "
+       "default --control-address (which must then name a host, not 0.0.0.0)."},
+      {"rank-liveness-timeout", Kind::kDuration, "30s", "seconds",
+       "A rank whose process is stopped (SIGSTOP, a debugger), or that stops answering while it waits for "
+       "a collective, this long fails its job on every node; 0 turns the check off."},
+      {"max-jobs", Kind::kInt, "64", "jobs", "Jobs served at once; a hello for one more is refused."},
+      {"max-job-ranks", Kind::kInt, "4096", "ranks", "Ranks of one job on this node (its local size)."},
+      {"max-job-buffer-bytes", Kind::kBytes, "256GiB", "bytes",
+       "Shared memory all ranks of one job on this node may allocate together."},
       {"join-timeout", Kind::kDuration, "60s", "seconds",
        "How long forming the ring waits for every node; then waiting collectives fail naming the "
        "missing nodes."},
@@ -253,6 +273,21 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   auto filter = log::SubsystemFilter::parse(cfg.get_string("log-subsys"));
   if (!filter.ok()) return Status::InvalidArgument(filter.status().message() + from(cfg, "log-subsys"));
   d.log_subsys = filter.value().to_string();
+
+  d.rank_liveness_timeout = cfg.get_duration("rank-liveness-timeout");
+  if (d.rank_liveness_timeout.count() < 0)
+    return Status::InvalidArgument("rank-liveness-timeout must be 0 (off) or longer" +
+                                   from(cfg, "rank-liveness-timeout"));
+  const std::int64_t jobs = cfg.get_int("max-jobs");
+  if (jobs < 1 || jobs > 65536)
+    return Status::InvalidArgument("max-jobs must be between 1 and 65536" + from(cfg, "max-jobs"));
+  d.max_jobs = static_cast<std::size_t>(jobs);
+  const std::int64_t ranks = cfg.get_int("max-job-ranks");
+  if (ranks < 1 || ranks > 4096)
+    return Status::InvalidArgument("max-job-ranks must be between 1 and 4096" + from(cfg, "max-job-ranks"));
+  d.max_job_ranks = static_cast<std::uint32_t>(ranks);
+  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-job-buffer-bytes", kMinClientBufferBytes,
+                                          std::numeric_limits<std::uint64_t>::max(), d.max_job_buffer_bytes));
 
   RINGSYNC_RETURN_IF_ERROR(cluster_config_from(cfg, d.cluster));
   return d;

@@ -19,16 +19,24 @@
 
 namespace ringsync::service {
 
-// Multi-node settings (docs/cluster.md). Without --hostfile or --hosts the daemon
-// serves its node alone and none of this is used.
+// Multi-node settings (docs/cluster.md): the tunables every multi-node job of
+// the daemon runs with, and the one job the daemon may be pre-configured with
+// (--hostfile or --hosts, --node-rank, --job-id, --job-token). Jobs that
+// trainers describe bring their own nodes, rank and token.
 struct ClusterConfig {
-  // Every node of the job by node rank (--hostfile, or --hosts a:4,b:4); empty
-  // when the daemon runs alone. Every node's slots must be equal.
+  // The pre-configured job's nodes by node rank (--hostfile, or --hosts
+  // a:4,b:4); empty when there is none. Every node's slots must be equal.
   std::vector<HostEntry> nodes;
   std::uint32_t node_rank = 0;     // --node-rank: this daemon's line in the list
-  std::string control_address;     // --control-address, default this node's entry
-  std::string job_id;              // --job-id, default "default": trainers' job id
-  std::string token;               // --job-token: shared secret, "" for none
+  // --control-address: where this daemon listens for the other nodes of every
+  // job; default the pre-configured job's entry on node 0, else none (the
+  // daemon then serves single-node jobs, and multi-node ones where it is not
+  // node 0).
+  std::string control_address;
+  std::string job_id;              // --job-id, default "default": the pre-configured job's id
+  std::string token;               // --job-token: its shared secret, "" for none
+  std::string rendezvous;          // --rendezvous: etcd://HOST:PORT[,...] for jobs without a node list
+  std::string advertise_address;   // --advertise-address: this daemon's control address for the rendezvous
   std::chrono::nanoseconds join_timeout{0};        // --join-timeout, default 60s
   std::chrono::nanoseconds heartbeat_interval{0};  // --heartbeat-interval, 500ms
   std::chrono::nanoseconds peer_timeout{0};        // --peer-timeout, default 5s
@@ -47,6 +55,7 @@ struct ClusterConfig {
   // (service/thread_cpus.h). Empty: where the control thread runs.
   std::vector<int> thread_cpus;
 
+  // Whether the daemon is pre-configured with a multi-node job.
   bool enabled() const { return !nodes.empty(); }
   std::uint32_t slots() const { return nodes.empty() ? 0 : nodes.front().slots; }
 };
@@ -95,6 +104,14 @@ struct DaemonConfig {
   // --control-cpus, default none: the CPUs of the control thread
   // (service/thread_cpus.h); empty leaves it to the scheduler.
   std::vector<int> control_cpus;
+  // --rank-liveness-timeout, default 30s (0: off): a rank whose process is
+  // stopped, or that stops answering while it waits, this long fails its job.
+  std::chrono::nanoseconds rank_liveness_timeout{0};
+  // Limits that protect the daemon (--max-jobs, --max-job-ranks,
+  // --max-job-buffer-bytes): beyond them a job is refused, the others run on.
+  std::size_t max_jobs = 0;
+  std::uint32_t max_job_ranks = 0;        // ranks of one job on this node
+  std::uint64_t max_job_buffer_bytes = 0;  // shared memory of one job's ranks here
 
   ClusterConfig cluster;
 };

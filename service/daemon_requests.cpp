@@ -40,9 +40,18 @@ bool partially_overlap(const std::byte* a, std::uint64_t a_bytes, const std::byt
 }  // namespace
 
 Status Daemon::on_message(const std::shared_ptr<ClientSession>& session, wire::Message message) {
+  session->liveness.heard = Clock::now();
   if (auto* hello = std::get_if<wire::Hello>(&message)) return on_hello(session, *hello);
   if (!session->membership)
     return Status::ProtocolError("the first message on a connection must be a hello");
+  if (auto* beat = std::get_if<wire::Heartbeat>(&message)) {
+    session->liveness.waiting_for = beat->waiting_for;
+    return Status::Ok();
+  }
+  if (std::get_if<wire::Leave>(&message)) {
+    session->liveness.left = true;
+    return Status::Ok();
+  }
   return std::visit(
       [&](auto& m) -> Status {
         using T = std::decay_t<decltype(m)>;
@@ -73,69 +82,22 @@ DeviceService& Daemon::devices() {
   return *devices_;
 }
 
-Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wire::Hello& hello) {
-  if (session->membership) return Status::ProtocolError("a second hello on one connection");
-  auto refuse = [&](Status status) {
-    RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid
-                                 << ") refused: " << status.message();
-    metrics_.error("hello_refused");
-    session->send(wire::HelloReply{status, wire::kProtocolVersion, kVersion});
-    session->close_after_flush();
-    return Status::Ok();
-  };
-  if (hello.protocol_version != wire::kProtocolVersion)
-    return refuse(Status::ProtocolError(
-        "client protocol version " + std::to_string(hello.protocol_version) +
-        " is not supported by ringsyncd " + kVersion + " (protocol " +
-        std::to_string(wire::kProtocolVersion) + "); use a matching client library"));
-  if (hello.local_size == 0 || hello.local_size > kMaxLocalSize)
-    return refuse(Status::InvalidArgument("local size " + std::to_string(hello.local_size) +
-                                          " is out of range [1, " + std::to_string(kMaxLocalSize) +
-                                          "]"));
-  if (hello.job_id.size() > 256)
-    return refuse(Status::InvalidArgument("job id is longer than 256 bytes"));
-  if (cluster_ && hello.job_id != cluster_->job_id())
-    return refuse(Status::InvalidArgument(
-        "this ringsyncd is node " + std::to_string(cluster_->node_rank()) + " of multi-node job '" +
-        cluster_->job_id() + "', not job '" + hello.job_id + "'; set RINGSYNC_JOB_ID=" + cluster_->job_id()));
-  if (cluster_ && hello.local_size != cluster_->slots())
-    return refuse(Status::InvalidArgument(
-        "multi-node job '" + cluster_->job_id() + "' has " + std::to_string(cluster_->slots()) +
-        " slots per node but this client says local size " + std::to_string(hello.local_size) +
-        "; set RINGSYNC_LOCAL_SIZE=" + std::to_string(cluster_->slots())));
-  auto [it, created] = jobs_.try_emplace(hello.job_id, hello.job_id, hello.local_size);
-  Status joined = it->second.join(hello.local_rank, hello.local_size, hello.pid);
-  if (!joined.ok()) {
-    if (created) jobs_.erase(it);
-    return refuse(joined);
-  }
-  session->membership = ClientSession::Membership{hello.job_id, hello.local_rank, hello.pid};
-  metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
-  RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid
-                               << ") joined job '" << hello.job_id << "' as local rank "
-                               << hello.local_rank << " of " << hello.local_size;
-  wire::HelloReply reply{Status::Ok(), wire::kProtocolVersion, kVersion};
-  if (cluster_) {
-    reply.node_rank = cluster_->node_rank();
-    reply.num_nodes = cluster_->num_nodes();
-  }
-  if (hello.shm_channel && config_.shm_channel) {
-    if (Status opened = session->open_channel(); opened.ok()) {
-      session->send_channel_offer(reply);
-      channels_.push_back(session);
-      return Status::Ok();
-    } else {
-      RS_LOG(warn, "session") << "client " << session->id() << ": no shared-memory channel ("
-                              << opened.message() << "); its frames use the socket";
-    }
-  }
-  session->send(reply);
-  return Status::Ok();
-}
-
 void Daemon::on_alloc(const std::shared_ptr<ClientSession>& session,
                       const wire::AllocBuffer& alloc) {
   const auto& who = *session->membership;
+  auto job = jobs_.find(who.job_id);
+  if (job != jobs_.end() && alloc.bytes > config_.max_job_buffer_bytes - std::min(config_.max_job_buffer_bytes,
+                                                                                  job->second.buffer_bytes())) {
+    metrics_.error("alloc");
+    session->send(wire::AllocReply{
+        alloc.request_id,
+        Status::OutOfMemory("job '" + who.job_id + "' has " + std::to_string(job->second.buffer_bytes()) +
+                            " bytes of shared buffers on this node; " + std::to_string(alloc.bytes) +
+                            " more would pass the limit of " + std::to_string(config_.max_job_buffer_bytes) +
+                            " (--max-job-buffer-bytes); free some, or raise the limit"),
+        0, 0});
+    return;
+  }
   auto region = session->buffers.allocate(
       alloc.bytes, config_.max_client_buffer_bytes,
       "ringsync:" + who.job_id + ":" + std::to_string(who.local_rank));
@@ -145,6 +107,7 @@ void Daemon::on_alloc(const std::shared_ptr<ClientSession>& session,
     return;
   }
   auto [id, shared] = std::move(region).value();
+  if (job != jobs_.end()) job->second.add_buffer_bytes(static_cast<std::int64_t>(alloc.bytes));
   metrics_.registered_bytes.with({"host"}).inc(static_cast<double>(alloc.bytes));
   session->send(wire::AllocReply{alloc.request_id, Status::Ok(), id, alloc.bytes}, shared);
 }
@@ -157,8 +120,10 @@ void Daemon::on_free(const std::shared_ptr<ClientSession>& session, const wire::
     metrics_.error("invalid_argument");
     return;
   }
-  metrics_.registered_bytes.with({"host"}).dec(
-      static_cast<double>(before - session->buffers.total_bytes()));
+  const std::uint64_t freed = before - session->buffers.total_bytes();
+  if (auto job = jobs_.find(session->membership->job_id); job != jobs_.end())
+    job->second.add_buffer_bytes(-static_cast<std::int64_t>(freed));
+  metrics_.registered_bytes.with({"host"}).dec(static_cast<double>(freed));
 }
 
 Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
@@ -171,8 +136,9 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
   const std::uint32_t rank = session->membership->local_rank;
   const std::uint64_t elem = dtype_size(request.dtype);
   // Broadcast roots and allgather slots are global ranks: node-major.
-  const std::uint64_t node = cluster_ ? cluster_->node_rank() : 0;
-  const std::uint64_t ranks = job.local_size() * (cluster_ ? cluster_->num_nodes() : 1);
+  const cluster::JobRing* ring = ring_of(job.id());
+  const std::uint64_t node = ring ? ring->node_rank() : 0;
+  const std::uint64_t ranks = std::uint64_t{job.local_size()} * (ring ? ring->num_nodes() : 1);
   const std::uint64_t global_rank = node * job.local_size() + rank;
   if (overflows(request.count, elem, ranks))
     return Status::InvalidArgument("count " + std::to_string(request.count) + " is too large");
@@ -234,7 +200,10 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
   std::weak_ptr<ClientSession> weak = session;
   const std::uint64_t request_id = request.request_id;
   s.complete = [weak, request_id](const Status& status) {
-    if (auto live = weak.lock()) live->send(wire::Completion{request_id, status});
+    if (auto live = weak.lock()) {
+      live->liveness.outstanding.erase(request_id);
+      live->send(wire::Completion{request_id, status});
+    }
   };
   s.request = std::move(request);
   return s;
@@ -256,14 +225,17 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   if (!submission.ok()) return reject(submission.status(), "invalid_argument");
   if (request.staged)  // prepare() checked that count * element size does not overflow
     metrics_.staged_bytes.with().inc(static_cast<double>(request.count * dtype_size(request.dtype)));
+  const std::uint64_t request_id = request.request_id;
   auto ready = job.submit(std::move(submission).value());
   if (!ready.ok())
     return reject(ready.status(), ready.status().code() == StatusCode::kPeerLost
                                       ? "peer_lost"
                                       : "invalid_argument");
+  session->liveness.outstanding.insert(request_id);
   if (!ready->has_value()) return;
   observe_rank_wait(**ready);
-  if (!cluster_) {
+  cluster::JobRing* ring = ring_of(job.id());
+  if (!ring) {
     execute(std::move(**ready));
     return;
   }
@@ -272,7 +244,7 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   // so it needs no GPU on this node either.
   if (first.memory != wire::Memory::kDevice || first.count == 0 ||
       first.kind == wire::CollectiveKind::kBarrier) {
-    cluster_->local_ready(std::move(**ready));
+    ring->local_ready(std::move(**ready));
     return;
   }
   // GPU buffers go around the ring through host memory: staged first.
@@ -290,48 +262,13 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
     fail(**ready, agreed, "mismatch");
     return;
   }
-  const NodeShape shape{cluster_->node_rank(), cluster_->num_nodes(), cluster_->slots()};
-  devices().stage_in(std::move(**ready), shape, [this](PendingCollective& staged, const Status& s) {
+  const NodeShape shape{ring->node_rank(), ring->num_nodes(), ring->slots()};
+  devices().stage_in(std::move(**ready), shape, [this, id = job.id()](PendingCollective& staged, const Status& s) {
     if (!s.ok()) return fail(staged, s, "device");
-    if (!cluster_) return fail(staged, Status::Closed("ringsyncd is shutting down"), "shutdown");
-    cluster_->local_ready(std::move(staged));
+    cluster::JobRing* staged_ring = ring_of(id);
+    if (!staged_ring || stopping_) return fail(staged, Status::Closed("the ring of job '" + id + "' is gone"), "shutdown");
+    staged_ring->local_ready(std::move(staged));
   });
-}
-
-void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
-  if (sessions_.erase(session->id()) == 0) return;  // already handled
-  std::erase(channels_, session);
-  if (stopping_ && sessions_.empty()) io_.stop();
-  metrics_.clients.with().set(static_cast<double>(sessions_.size()));
-  metrics_.registered_bytes.with({"host"}).dec(static_cast<double>(session->buffers.total_bytes()));
-  session->buffers.clear();
-  if (devices_) devices_->forget(*session);
-  session->close_after_flush();
-  if (!session->membership) return;
-  const auto& who = *session->membership;
-  RS_LOG(info, "session") << "client " << session->id() << " (pid " << who.pid
-                               << ", local rank " << who.local_rank << " of job '" << who.job_id
-                               << "') disconnected";
-  auto job_it = jobs_.find(who.job_id);
-  if (job_it == jobs_.end()) return;
-  Job& job = job_it->second;
-  auto orphaned = job.leave(who.local_rank);
-  for (auto& pending : orphaned) {
-    fail(pending,
-         Status::PeerLost("local rank " + std::to_string(who.local_rank) + " (pid " +
-                          std::to_string(who.pid) + ") of job '" + who.job_id +
-                          "' disconnected while tensor '" + pending.name + "' was pending"),
-         "client_lost");
-  }
-  if (cluster_ && (!orphaned.empty() || cluster_->has_waiting())) {
-    const std::uint32_t global = cluster_->node_rank() * cluster_->slots() + who.local_rank;
-    cluster_->abandon_job(Status::PeerLost(
-        "rank " + std::to_string(global) + " (node " + std::to_string(cluster_->node_rank()) +
-        ", local rank " + std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) +
-        ") of job '" + who.job_id + "' disconnected with collectives unfinished"));
-  }
-  if (job.connected() == 0) jobs_.erase(job_it);
-  metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
 }
 
 }  // namespace ringsync::service

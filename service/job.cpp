@@ -31,15 +31,15 @@ Status Job::join(std::uint32_t rank, std::uint32_t local_size, std::int32_t pid)
   return Status::Ok();
 }
 
-std::vector<PendingCollective> Job::leave(std::uint32_t rank) {
+std::vector<PendingCollective> Job::leave(std::uint32_t rank, std::optional<std::string> why) {
   std::vector<PendingCollective> orphaned;
   if (rank >= slots_.size() || !slots_[rank].connected) return orphaned;
   Slot& slot = slots_[rank];
   slot.connected = false;
   --connected_;
   if (connected_ > 0 && !broken_)
-    broken_ = "local rank " + std::to_string(rank) + " (pid " + std::to_string(slot.pid) +
-              ") disconnected";
+    broken_ = why ? *why
+                  : "local rank " + std::to_string(rank) + " (pid " + std::to_string(slot.pid) + ") disconnected";
   for (auto& [name, pending] : pending_) orphaned.push_back(std::move(pending));
   pending_.clear();
   return orphaned;

@@ -32,7 +32,13 @@ class Job {
   Status join(std::uint32_t rank, std::uint32_t local_size, std::int32_t pid);
 
   // Frees the slot. Returns every pending collective (none can complete now).
-  std::vector<PendingCollective> leave(std::uint32_t rank);
+  // `why`: what the job's later collectives are told (default: the local rank
+  // and pid disconnected).
+  std::vector<PendingCollective> leave(std::uint32_t rank, std::optional<std::string> why = std::nullopt);
+
+  // Shared memory the job's ranks on this node have allocated.
+  std::uint64_t buffer_bytes() const { return buffer_bytes_; }
+  void add_buffer_bytes(std::int64_t delta) { buffer_bytes_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(buffer_bytes_) + delta); }
 
   // Records a submission. Returns the collective, taken out of the pending set,
   // once every rank has submitted it; nullopt while others are still missing.
@@ -58,6 +64,7 @@ class Job {
   std::size_t connected_ = 0;
   std::optional<std::string> broken_;
   std::map<std::string, PendingCollective> pending_;
+  std::uint64_t buffer_bytes_ = 0;
 };
 
 }  // namespace ringsync::service

@@ -25,7 +25,13 @@ ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
       id_(id),
       wake_writer_(socket_.get_executor()),
       handshake_deadline_(socket_.get_executor()),
-      flush_deadline_(socket_.get_executor()) {}
+      flush_deadline_(socket_.get_executor()) {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0)
+    peer_pid_ = credentials.pid;
+  liveness.heard = std::chrono::steady_clock::now();
+}
 
 void ClientSession::start() {
   boost::system::error_code ec;

@@ -19,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,20 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     std::int32_t pid = 0;
   };
   std::optional<Membership> membership;
+  // Whether the trainer is alive (Daemon::check_liveness): when it was last
+  // heard, which request it said it waits for, what it has submitted and
+  // not had answered, and since when its process is seen stopped.
+  struct Liveness {
+    std::chrono::steady_clock::time_point heard;
+    std::uint64_t waiting_for = 0;
+    std::set<std::uint64_t> outstanding;
+    std::optional<std::chrono::steady_clock::time_point> stopped_since;
+    bool reported = false;  // its job was failed for it already
+    bool left = false;      // it said Leave (rs_disconnect) before going
+  } liveness;
+  // The trainer's pid as the kernel says (SO_PEERCRED); 0 when it is not
+  // visible from the daemon's pid namespace.
+  std::int32_t peer_pid() const { return peer_pid_; }
   BufferTable buffers;
   DeviceTable devices;  // GPU allocations (DeviceService)
 
@@ -106,6 +121,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   Daemon& daemon_;
   Socket socket_;
   std::uint64_t id_;
+  std::int32_t peer_pid_ = 0;
   std::deque<Outgoing> queue_;
   boost::asio::steady_timer wake_writer_;
   boost::asio::steady_timer handshake_deadline_;

@@ -37,6 +37,11 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
   hello.local_size = static_cast<std::uint32_t>(settings.local_size);
   hello.pid = static_cast<std::int32_t>(getpid());
   hello.shm_channel = settings.shm_channel;
+  hello.num_nodes = static_cast<std::uint32_t>(settings.num_nodes);
+  hello.node_rank = settings.node_rank;
+  hello.nodes = settings.nodes;
+  hello.rendezvous = settings.rendezvous;
+  hello.job_token = settings.job_token;
   if (Status s = conn.send(hello); !s.ok()) return handshake_failure(s, settings.socket_path);
 
   auto answer = conn.receive(static_cast<int>(settings.connect_timeout.count()));
@@ -68,6 +73,7 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
       new Context(settings, std::move(*connection), reply->daemon_version, std::move(device)));
   context->node_rank_ = static_cast<int>(reply->node_rank);
   context->num_nodes_ = static_cast<int>(reply->num_nodes);
+  context->progress_->set_heartbeat(std::chrono::milliseconds(reply->heartbeat_ms));
   return context;
 }
 
@@ -83,11 +89,15 @@ Context::Context(Settings settings, std::unique_ptr<Connection> connection,
 
 Context::~Context() {
   Status why;
+  bool open = false;
   {
     std::lock_guard lock(mu_);
+    open = !closed_;
     if (!closed_) closed_ = Status::Closed("the connection was closed by rs_disconnect()");
     why = *closed_;
   }
+  // The daemon tells the job's other ranks this one left on purpose.
+  if (open) (void)connection_->send(wire::Leave{"rs_disconnect"});
   connection_->shutdown();  // a thread reading now gets out
   progress_->detach();
   finish(why);

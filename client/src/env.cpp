@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "client/src/launcher_env.h"
+
 namespace ringsync::client {
 namespace {
 
@@ -16,6 +18,11 @@ constexpr const char* kRankEnv = "RINGSYNC_LOCAL_RANK";
 constexpr const char* kSizeEnv = "RINGSYNC_LOCAL_SIZE";
 constexpr const char* kBusyPollEnv = "RINGSYNC_BUSY_POLL_US";
 constexpr const char* kChannelEnv = "RINGSYNC_CHANNEL";
+constexpr const char* kNodeRankEnv = "RINGSYNC_NODE_RANK";
+constexpr const char* kNumNodesEnv = "RINGSYNC_NUM_NODES";
+constexpr const char* kNodesEnv = "RINGSYNC_NODES";
+constexpr const char* kRendezvousEnv = "RINGSYNC_RENDEZVOUS";
+constexpr const char* kTokenEnv = "RINGSYNC_JOB_TOKEN";
 constexpr const char* kRuntimeDirEnv = "XDG_RUNTIME_DIR";
 
 // The variable's value when it is set and not empty.
@@ -66,11 +73,16 @@ Result<std::optional<int>> resolve_size(const rs_config_t* config, const Environ
 
 Environment process_environment() {
   Environment env;
-  for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kBusyPollEnv, kChannelEnv, kRuntimeDirEnv}) {
+  for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kBusyPollEnv, kChannelEnv, kRuntimeDirEnv,
+                           kNodeRankEnv, kNumNodesEnv, kNodesEnv, kRendezvousEnv, kTokenEnv}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
+  for (const char* name : launcher_variables())
+    if (const char* value = std::getenv(name)) env[name] = value;
   return env;
 }
+
+Result<Settings> finish_settings(const rs_config_t* config, const Environment& env, Settings s);
 
 Result<Settings> resolve_settings(const rs_config_t* config, const Environment& env, uid_t uid) {
   Settings s;
@@ -88,16 +100,53 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
                                    " bytes; Unix socket paths must be shorter than " +
                                    std::to_string(sizeof(sockaddr_un{}.sun_path)) + " bytes");
 
-  if (config && config->job_id && config->job_id[0] != '\0') {
-    s.job_id = config->job_id;
-  } else {
-    s.job_id = lookup(env, kJobEnv).value_or("default");
-  }
-
   auto rank = resolve_rank(config, env);
   if (!rank.ok()) return rank.status();
   auto size = resolve_size(config, env);
   if (!size.ok()) return size.status();
+  std::optional<LauncherPlace> launcher;
+  if (!rank->has_value() && !size->has_value()) {
+    auto place = launcher_place(env);
+    if (!place.ok()) return place.status();
+    launcher = std::move(place).value();
+  }
+
+  if (config && config->job_id && config->job_id[0] != '\0') {
+    s.job_id = config->job_id;
+  } else if (auto id = lookup(env, kJobEnv)) {
+    s.job_id = *id;
+  } else if (launcher && !launcher->job_id.empty()) {
+    s.job_id = launcher->job_id.substr(0, 256);
+  } else {
+    s.job_id = "default";
+  }
+  s.nodes = lookup(env, kNodesEnv).value_or("");
+  s.rendezvous = lookup(env, kRendezvousEnv).value_or("");
+  s.job_token = lookup(env, kTokenEnv).value_or("");
+  if (!s.rendezvous.empty() && s.rendezvous.rfind("etcd://", 0) != 0)
+    return Status::InvalidArgument(std::string(kRendezvousEnv) + "='" + s.rendezvous +
+                                   "' is not etcd://HOST:PORT[,HOST:PORT]");
+  if (launcher) {
+    s.local_rank = launcher->local_rank;
+    s.local_size = launcher->local_size;
+    s.node_rank = launcher->node_rank;
+    s.num_nodes = launcher->num_nodes;
+    s.place_from = launcher->launcher;
+    return finish_settings(config, env, std::move(s));
+  }
+  if (auto text = lookup(env, kNodeRankEnv)) {
+    auto node = parse_count(kNodeRankEnv, *text, 0);
+    if (!node.ok()) return node.status();
+    s.node_rank = *node;
+  }
+  if (auto text = lookup(env, kNumNodesEnv)) {
+    auto nodes = parse_count(kNumNodesEnv, *text, 1);
+    if (!nodes.ok()) return nodes.status();
+    s.num_nodes = *nodes;
+    if (s.node_rank >= s.num_nodes)
+      return Status::InvalidArgument(std::string(kNodeRankEnv) + "=" + std::to_string(s.node_rank) +
+                                     " is out of range for " + kNumNodesEnv + "=" + std::to_string(s.num_nodes));
+  }
   if (rank->has_value() != size->has_value()) {
     if (!rank->has_value())
       return Status::InvalidArgument("the local size is " + std::to_string(**size) +
@@ -109,11 +158,16 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
   }
   s.local_rank = rank->value_or(0);
   s.local_size = size->value_or(1);
+  if (rank->has_value()) s.place_from = "ringsync";
   if (s.local_rank >= s.local_size)
     return Status::InvalidArgument(
         "local rank " + std::to_string(s.local_rank) + " is out of range for local size " +
         std::to_string(s.local_size) + "; ranks are 0.." + std::to_string(s.local_size - 1));
 
+  return finish_settings(config, env, std::move(s));
+}
+
+Result<Settings> finish_settings(const rs_config_t* config, const Environment& env, Settings s) {
   if (config && config->connect_timeout_ms < 0)
     return Status::InvalidArgument("config.connect_timeout_ms is " +
                                    std::to_string(config->connect_timeout_ms) +

@@ -34,17 +34,35 @@ struct Settings {
   // RINGSYNC_CHANNEL: shm (default) asks the daemon for a shared-memory
   // channel; socket sends every frame over the Unix socket.
   bool shm_channel = true;
+  // The job as the launcher described it (sent in the hello): the node
+  // count (0: not said), this node's rank (-1: not said), the daemons'
+  // control addresses (RINGSYNC_NODES), a rendezvous (RINGSYNC_RENDEZVOUS)
+  // and the job's token (RINGSYNC_JOB_TOKEN).
+  int num_nodes = 0;
+  int node_rank = -1;
+  std::string nodes;
+  std::string rendezvous;
+  std::string job_token;
+  // Where the ranks came from: "ringsync" (RINGSYNC_* or the config), a
+  // launcher's name (client/src/launcher_env.h), or "default" (rank 0 of 1).
+  std::string place_from = "default";
 };
 
 // RINGSYNC_SOCKET, RINGSYNC_JOB_ID, RINGSYNC_LOCAL_RANK, RINGSYNC_LOCAL_SIZE,
-// RINGSYNC_BUSY_POLL_US, RINGSYNC_CHANNEL and XDG_RUNTIME_DIR from the process environment (the ones that are set).
+// RINGSYNC_NODE_RANK, RINGSYNC_NUM_NODES, RINGSYNC_NODES, RINGSYNC_RENDEZVOUS,
+// RINGSYNC_JOB_TOKEN, RINGSYNC_BUSY_POLL_US, RINGSYNC_CHANNEL, XDG_RUNTIME_DIR
+// and the launchers' variables (launcher_env.h) from the process environment
+// (the ones that are set).
 Environment process_environment();
 
 // Where the daemon listens by default (common/socket_path.h, shared with ringsyncd).
 using ringsync::default_socket_path;
 
 // Fills the unset fields of `config` (NULL: all of them) from `env` and the
-// defaults. Without any rank or size anywhere the process is rank 0 of 1.
+// defaults. The ranks come from the config or RINGSYNC_LOCAL_RANK and
+// RINGSYNC_LOCAL_SIZE (with RINGSYNC_NODE_RANK and RINGSYNC_NUM_NODES), else
+// from a launcher's variables (torchrun, Open MPI, Slurm; launcher_env.h),
+// each source taken as a whole; without any, the process is rank 0 of 1.
 // Errors (invalid argument) name the field or variable and say how to fix it.
 Result<Settings> resolve_settings(const rs_config_t* config, const Environment& env, uid_t uid);
 

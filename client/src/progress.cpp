@@ -13,16 +13,29 @@ Progress::Progress(Connection& connection, std::chrono::microseconds busy_poll, 
     : connection_(connection), busy_poll_(busy_poll), dispatch_(std::move(dispatch)), broken_(std::move(broken)) {}
 
 Progress::Outcome Progress::drive(const std::function<bool()>& done, std::optional<Clock::time_point> deadline,
-                                  bool soon) {
+                                  bool soon, std::uint64_t waiting_for) {
   std::unique_lock lock(mu_);
+  const bool beating = waiting_for != 0 && heartbeat_.count() > 0;
+  Clock::time_point next_beat = Clock::now() + heartbeat_;
+  bool beat = false;  // the daemon was told this thread waits
   for (;;) {
     if (done()) return Outcome::kDone;
     if (detached_ || broken_flag_) return Outcome::kUnavailable;
-    if (deadline && Clock::now() >= *deadline) return Outcome::kTimeout;
+    if (deadline && Clock::now() >= *deadline) {
+      if (beat) (void)connection_.send(wire::Heartbeat{0});  // no longer waiting
+      return Outcome::kTimeout;
+    }
     if (!reading_) {
       reading_ = true;
       lock.unlock();
-      read_one(deadline, true, soon);
+      std::optional<Clock::time_point> until = deadline;
+      if (beating) until = until ? std::min(*until, next_beat) : next_beat;
+      read_one(until, true, soon);
+      if (beating && Clock::now() >= next_beat) {
+        (void)connection_.send(wire::Heartbeat{waiting_for});
+        beat = true;
+        next_beat = Clock::now() + heartbeat_;
+      }
       lock.lock();
       reading_ = false;
       changed_.notify_all();

@@ -53,8 +53,15 @@ class Progress {
   // Reads and dispatches (or sleeps while another thread does) until `done()`,
   // checked under this object's lock, is true, or `deadline` passes. soon: the
   // answer is expected within microseconds (polls the whole window).
+  // waiting_for: the request waited for; while this thread reads, it tells
+  // the daemon every heartbeat interval that it is alive and waits for it
+  // (and, when it gives up at the deadline, that it no longer waits).
   Outcome drive(const std::function<bool()>& done, std::optional<Clock::time_point> deadline,
-                bool soon = true);
+                bool soon = true, std::uint64_t waiting_for = 0);
+
+  // The daemon's heartbeat interval (its hello reply); 0: no heartbeats.
+  // Before any thread drives.
+  void set_heartbeat(std::chrono::milliseconds interval) { heartbeat_ = interval; }
 
   // Dispatches the messages that have arrived, without waiting; nothing when
   // another thread is reading.
@@ -74,6 +81,7 @@ class Progress {
 
   Connection& connection_;
   const std::chrono::microseconds busy_poll_;
+  std::chrono::milliseconds heartbeat_{0};
   const Dispatch dispatch_;
   const Broken broken_;
 

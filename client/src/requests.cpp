@@ -12,7 +12,7 @@ std::optional<Status> RequestState::wait(std::optional<std::chrono::milliseconds
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
   if (progress_) {
-    switch (progress_->drive([this] { return done(); }, deadline, soon_)) {
+    switch (progress_->drive([this] { return done(); }, deadline, soon_, request_id_)) {
       case Progress::Outcome::kDone: break;
       case Progress::Outcome::kTimeout: return test();
       // Nobody reads any more: the context completes everything pending with

@@ -1,11 +1,9 @@
 #include "service/cluster/bootstrap.h"
 
 #include <algorithm>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
-#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
 #include <optional>
@@ -18,12 +16,6 @@ namespace ringsync::service::cluster {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using asio::use_awaitable;
-
-std::string control_address(const HostEntry& node) {
-  const std::uint16_t port = node.port ? node.port : kDefaultControlPort;
-  const bool v6 = node.host.find(':') != std::string::npos;
-  return (v6 ? "[" + node.host + "]" : node.host) + ":" + std::to_string(port);
-}
 
 namespace {
 
@@ -40,6 +32,8 @@ bool same_token(const std::string& a, const std::string& b) {
   for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
+
+Status stopped() { return Status::Closed("forming the ring was stopped"); }
 
 }  // namespace
 
@@ -70,129 +64,100 @@ std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& 
   return "";
 }
 
-namespace {
-
-// Why the coordinator refuses a hello, or "" to accept it.
-std::string refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h,
-                    const std::vector<std::shared_ptr<PeerLink>>& joined) {
-  std::string why = hello_refusal(c, h);
-  if (why.empty() && joined[h.node_rank])
-    why = "node " + std::to_string(h.node_rank) + " has already joined (two daemons with one node rank?)";
-  return why;
+Gathering::Gathering(asio::any_io_executor executor, BootstrapConfig config)
+    : config_(std::move(config)),
+      done_(executor),
+      joined_(config_.nodes.size()),
+      addresses_(config_.nodes.size()) {
+  done_.expires_at(asio::steady_timer::time_point::max());
+  if (!addresses_.empty()) addresses_[0] = config_.ucx_address;
 }
 
-// A timer used as an event: wait() until notify() or the deadline.
-struct Signal {
-  explicit Signal(asio::any_io_executor ex) : timer(ex) { timer.expires_at(asio::steady_timer::time_point::max()); }
-  void notify() { timer.cancel(); }
-  asio::steady_timer timer;
-};
-
-asio::awaitable<Result<Membership>> coordinate(const BootstrapConfig& c, tcp::acceptor& acceptor) {
-  auto ex = co_await asio::this_coro::executor;
-  const std::size_t n = c.nodes.size();
-  auto joined = std::make_shared<std::vector<std::shared_ptr<PeerLink>>>(n);
-  auto addresses = std::make_shared<std::vector<std::vector<std::uint8_t>>>(n);
-  (*addresses)[0] = c.ucx_address;
-  auto count = std::make_shared<std::size_t>(1);
-  auto done = std::make_shared<Signal>(ex);
-  auto finished = std::make_shared<bool>(false);
-
-  asio::steady_timer deadline(ex);
-  deadline.expires_after(c.join_timeout);
-  deadline.async_wait([done](boost::system::error_code ec) {
-    if (!ec) done->notify();
-  });
-
-  // Accept until everyone joined or the deadline; each connection must say hello.
-  asio::co_spawn(ex, [&acceptor, c, joined, addresses, count, done, finished]() -> asio::awaitable<void> {
-    while (!*finished) {
-      boost::system::error_code ec;
-      tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
-      if (ec || *finished) co_return;
-      const std::string peer = socket.remote_endpoint(ec).address().to_string();
-      auto link = std::make_shared<PeerLink>(std::move(socket), "peer at " + peer);
-      std::weak_ptr<PeerLink> weak = link;
-      // The handlers hold `joined` weakly: it holds the links, and a link that
-      // held it back would never be freed if the daemon stops mid-bootstrap.
-      std::weak_ptr<std::vector<std::shared_ptr<PeerLink>>> weak_joined = joined;
-      link->start(
-          [c, weak, weak_joined, addresses, count, done](peer_wire::Message m) {
-            auto self = weak.lock();
-            auto joined = weak_joined.lock();
-            auto* hello = std::get_if<peer_wire::PeerHello>(&m);
-            if (!self || !joined) return;
-            if (!hello) {
-              self->close(Status::ProtocolError("expected a hello first"));
-              return;
-            }
-            const std::string why = refusal(c, *hello, *joined);
-            if (!why.empty()) {
-              RS_LOG(warn, "ring") << "refused a peer: " << why;
-              self->send(peer_wire::PeerHelloReply{false, why, 0, {}, 0});
-              self->goodbye(Status::InvalidArgument(why));
-              return;
-            }
-            (*joined)[hello->node_rank] = self;
-            (*addresses)[hello->node_rank] = hello->ucx_address;
-            self->send(peer_wire::PeerHelloReply{true, "", 0, c.ucx_address, 1});
-            if (++*count == joined->size()) done->notify();
-          },
-          [weak, weak_joined, count, finished](const Status&) {
-            auto joined = weak_joined.lock();
-            if (!joined) return;
-            // A node that joined and went away before the roster must be able
-            // to join again (it retries), so its place is freed.
-            if (*finished) return;
-            auto self = weak.lock();
-            for (auto& j : *joined)
-              if (j && j == self) {
-                j.reset();
-                --*count;
-              }
-          });
-    }
-  }, asio::detached);
-
-  if (n > 1) {
-    boost::system::error_code ec;
-    co_await done->timer.async_wait(asio::redirect_error(use_awaitable, ec));
+void Gathering::offer(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
+  std::string why = finished_ ? "the ring is forming again; retry" : hello_refusal(config_, hello);
+  if (why.empty() && joined_[hello.node_rank] && !joined_[hello.node_rank]->closed())
+    why = "node " + std::to_string(hello.node_rank) + " has already joined (two daemons with one node rank?)";
+  if (!why.empty()) {
+    RS_LOG(warn, "ring") << "refused " << link->peer_name() << ": " << why;
+    link->send(peer_wire::PeerHelloReply{false, why, 0, {}, 0});
+    link->goodbye(Status::InvalidArgument(why));
+    return;
   }
-  *finished = true;
-  deadline.cancel();
-  boost::system::error_code ignored;
-  acceptor.cancel(ignored);
-  if (*count < n) {
+  if (joined_[hello.node_rank]) --count_;  // its earlier link closed: this one replaces it
+  joined_[hello.node_rank] = link;
+  addresses_[hello.node_rank] = hello.ucx_address;
+  link->send(peer_wire::PeerHelloReply{true, "", 0, config_.ucx_address, config_.epoch});
+  // A node that joined and went away before the roster must be able to join
+  // again (it retries), so its place is freed. The handler holds this
+  // gathering weakly: the gathering holds the link.
+  std::weak_ptr<Gathering> weak = weak_from_this();
+  std::weak_ptr<PeerLink> weak_link = link;
+  const std::uint32_t rank = hello.node_rank;
+  link->set_handlers({}, [weak, weak_link, rank](const Status&) {
+    auto self = weak.lock();
+    if (!self || self->finished_) return;
+    auto& slot = self->joined_[rank];
+    if (slot && slot == weak_link.lock()) {
+      slot.reset();
+      --self->count_;
+    }
+  });
+  if (++count_ == joined_.size()) done_.cancel();
+}
+
+asio::awaitable<Result<Joined>> Gathering::wait(std::shared_ptr<StopSource> stop) {
+  auto self = shared_from_this();
+  const std::size_t n = config_.nodes.size();
+  if (n > 1 && count_ < n && !stop->requested) {
+    asio::steady_timer deadline(co_await asio::this_coro::executor);
+    deadline.expires_after(config_.join_timeout);
+    deadline.async_wait([this](boost::system::error_code ec) {
+      if (!ec) done_.cancel();
+    });
+    stop->interrupt = [this] { done_.cancel(); };
+    boost::system::error_code ec;
+    co_await done_.async_wait(asio::redirect_error(use_awaitable, ec));
+    stop->interrupt = nullptr;
+  }
+  finished_ = true;
+  const auto close_all = [&](const Status& why) {
+    for (auto& link : joined_)
+      if (link) link->close(why);
+  };
+  if (stop->requested) {
+    close_all(stopped());
+    co_return stopped();
+  }
+  if (count_ < n) {
     std::vector<std::uint32_t> missing;
     for (std::uint32_t r = 1; r < n; ++r)
-      if (!(*joined)[r]) missing.push_back(r);
-    for (auto& link : *joined)
-      if (link) link->close(Status::Timeout("ring not formed"));
-    co_return Status::Timeout("node(s) " + rank_list(missing) + " of job '" + c.job_id +
-                              "' did not join within " + seconds(c.join_timeout) +
-                              " (this coordinator listens on " + control_address(c.nodes[0]) + ")");
+      if (!joined_[r]) missing.push_back(r);
+    close_all(Status::Timeout("ring not formed"));
+    co_return Status::Timeout("node(s) " + rank_list(missing) + " of job '" + config_.job_id +
+                              "' did not join within " + seconds(config_.join_timeout) +
+                              " (this coordinator listens on " + control_address(config_.nodes[0]) + ")");
   }
-  peer_wire::Roster roster{1, {}};
-  for (std::uint32_t r = 0; r < n; ++r) roster.entries.push_back({r, (*addresses)[r]});
-  for (auto& link : *joined) {
-    if (!link) continue;
-    if (link->closed()) {
-      // Left between the last hello and now: the ring cannot form this time.
-      for (auto& other : *joined)
-        if (other) other->close(Status::PeerLost("a node left while the ring formed"));
-      co_return Status::PeerLost("node " + std::to_string(&link - joined->data()) +
-                                 " left while the ring was forming");
-    }
-    link->send(roster);
-    link->set_handlers({}, {});  // the hello handler holds `joined`; the caller sets its own
+  peer_wire::Roster roster{config_.epoch, {}};
+  for (std::uint32_t r = 0; r < n; ++r) roster.entries.push_back({r, addresses_[r]});
+  for (std::uint32_t r = 1; r < n; ++r) {
+    if (!joined_[r]->closed()) continue;
+    // Left between the last hello and now: the ring cannot form this time.
+    close_all(Status::PeerLost("a node left while the ring formed"));
+    co_return Status::PeerLost("node " + std::to_string(r) + " left while the ring was forming");
   }
-  Membership m;
-  m.ucx_addresses = *addresses;
-  m.workers = *joined;
-  co_return m;
+  for (std::uint32_t r = 1; r < n; ++r) {
+    joined_[r]->send(roster);
+    joined_[r]->set_handlers({}, {});  // the caller sets its own
+  }
+  Joined j;
+  j.epoch = config_.epoch;
+  j.ucx_addresses = std::move(addresses_);
+  j.workers = std::move(joined_);
+  j.workers.resize(n);
+  co_return j;
 }
 
-asio::awaitable<Result<Membership>> join(const BootstrapConfig& c) {
+asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<StopSource> stop) {
   auto ex = co_await asio::this_coro::executor;
   const auto give_up = std::chrono::steady_clock::now() + c.join_timeout;
   const std::string target = control_address(c.nodes[0]);
@@ -200,41 +165,62 @@ asio::awaitable<Result<Membership>> join(const BootstrapConfig& c) {
   std::string last_error = "no attempt";
   tcp::resolver resolver(ex);
   for (;;) {
+    if (stop->requested) co_return stopped();
     boost::system::error_code ec;
     const std::string port = std::to_string(c.nodes[0].port ? c.nodes[0].port : kDefaultControlPort);
+    stop->interrupt = [&resolver] { resolver.cancel(); };
     auto endpoints = co_await resolver.async_resolve(c.nodes[0].host, port,
                                                      asio::redirect_error(use_awaitable, ec));
+    stop->interrupt = nullptr;
+    if (stop->requested) co_return stopped();
     tcp::socket socket(ex);
-    if (!ec) co_await asio::async_connect(socket, endpoints, asio::redirect_error(use_awaitable, ec));
+    if (!ec) {
+      // A host that is down answers nothing: the connect must end at the
+      // join deadline rather than after the kernel's minutes of retries.
+      asio::steady_timer connect_deadline(ex);
+      connect_deadline.expires_at(give_up);
+      connect_deadline.async_wait([&socket](boost::system::error_code wait_ec) {
+        boost::system::error_code ignored;
+        if (!wait_ec) socket.close(ignored);
+      });
+      stop->interrupt = [&socket] {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+      };
+      co_await asio::async_connect(socket, endpoints, asio::redirect_error(use_awaitable, ec));
+      stop->interrupt = nullptr;
+      connect_deadline.cancel();
+      if (stop->requested) co_return stopped();
+    }
     if (!ec) {
       auto link = std::make_shared<PeerLink>(std::move(socket), "node 0 at " + target);
-      auto result = std::make_shared<std::optional<Result<Membership>>>();
-      auto membership = std::make_shared<Membership>();
-      auto done = std::make_shared<Signal>(ex);
+      auto result = std::make_shared<std::optional<Result<Joined>>>();
+      auto joined = std::make_shared<Joined>();
+      auto done = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
       std::weak_ptr<PeerLink> weak = link;
       link->start(
-          [weak, result, membership, done, target](peer_wire::Message m) {
+          [weak, result, joined, done, target](peer_wire::Message m) {
             if (*result) return;
             if (auto* reply = std::get_if<peer_wire::PeerHelloReply>(&m)) {
               if (!reply->accepted) {
                 *result = Status::InvalidArgument(target + " refused this node: " + reply->message);
-                done->notify();
+                done->cancel();
               }
             } else if (auto* roster = std::get_if<peer_wire::Roster>(&m)) {
-              membership->epoch = roster->epoch;
-              membership->ucx_addresses.resize(roster->entries.size());
+              joined->epoch = roster->epoch;
+              joined->ucx_addresses.resize(roster->entries.size());
               for (auto& e : roster->entries)
                 if (e.node_rank < roster->entries.size())
-                  membership->ucx_addresses[e.node_rank] = std::move(e.ucx_address);
-              membership->coordinator = weak.lock();
-              *result = std::move(*membership);
-              done->notify();
+                  joined->ucx_addresses[e.node_rank] = std::move(e.ucx_address);
+              joined->coordinator = weak.lock();
+              *result = std::move(*joined);
+              done->cancel();
             }
           },
           [result, done, target](const Status& why) {
             if (*result) return;
             *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message());
-            done->notify();
+            done->cancel();
           });
       link->send(peer_wire::PeerHello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
                                       static_cast<std::uint32_t>(c.nodes.size()), c.slots, c.token,
@@ -243,11 +229,17 @@ asio::awaitable<Result<Membership>> join(const BootstrapConfig& c) {
       asio::steady_timer deadline(ex);
       deadline.expires_at(give_up);
       deadline.async_wait([done](boost::system::error_code wait_ec) {
-        if (!wait_ec) done->notify();
+        if (!wait_ec) done->cancel();
       });
+      stop->interrupt = [done] { done->cancel(); };
       boost::system::error_code wait_ec;
-      co_await done->timer.async_wait(asio::redirect_error(use_awaitable, wait_ec));
+      co_await done->async_wait(asio::redirect_error(use_awaitable, wait_ec));
+      stop->interrupt = nullptr;
       deadline.cancel();
+      if (stop->requested && !(*result && (*result)->ok())) {
+        link->close(stopped());
+        co_return stopped();
+      }
       if (!*result) {
         link->close(Status::Timeout("ring not formed"));
         co_return Status::Timeout("joined " + target + " but the ring did not form within " +
@@ -264,31 +256,11 @@ asio::awaitable<Result<Membership>> join(const BootstrapConfig& c) {
                                 "; is its ringsyncd running and reachable?");
     asio::steady_timer wait(ex);
     wait.expires_after(backoff);
+    stop->interrupt = [&wait] { wait.cancel(); };
     co_await wait.async_wait(asio::redirect_error(use_awaitable, ec));
+    stop->interrupt = nullptr;
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
-}
-
-}  // namespace
-
-asio::awaitable<Result<Membership>> bootstrap(const BootstrapConfig& config, tcp::acceptor* acceptor) {
-  if (config.nodes.empty()) co_return Status::InvalidArgument("a ring needs at least one node");
-  if (config.node_rank >= config.nodes.size())
-    co_return Status::InvalidArgument("node rank " + std::to_string(config.node_rank) +
-                                      " is not below the node count " +
-                                      std::to_string(config.nodes.size()));
-  if (config.node_rank == 0) {
-    if (!acceptor && config.nodes.size() > 1)
-      co_return Status::InvalidArgument("the coordinator needs a listening control socket");
-    if (config.nodes.size() == 1) {
-      Membership m;
-      m.ucx_addresses = {config.ucx_address};
-      m.workers.resize(1);
-      co_return m;
-    }
-    co_return co_await coordinate(config, *acceptor);
-  }
-  co_return co_await join(config);
 }
 
 }  // namespace ringsync::service::cluster

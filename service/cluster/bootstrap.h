@@ -1,27 +1,29 @@
 // Forming a ring: every node says hello to the coordinator (node 0) over TCP,
 // which checks that all agree on the job (protocol version, job id, node count,
-// slots, shared token), then tells everyone the roster — the UCX worker
-// address of every node. Bounded by a join timeout: a node that never comes is
-// a clear error naming it, never a hang.
+// slots, shared token, data-plane settings), then tells everyone the roster —
+// the epoch and the UCX worker address of every node. Bounded by a join
+// timeout: a node that never comes is a clear error naming it, never a hang;
+// and the owner can end an attempt at once (StopSource).
 #pragma once
 
 #include <utility>  // Asio 1.18 needs std::exchange declared first
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/hostfile.h"
 #include "common/status.h"
+#include "service/cluster/job_spec.h"
 #include "service/cluster/peer_link.h"
 
 namespace ringsync::service::cluster {
-
-inline constexpr std::uint16_t kDefaultControlPort = 29517;
 
 struct BootstrapConfig {
   std::string job_id;
@@ -31,29 +33,59 @@ struct BootstrapConfig {
   std::vector<HostEntry> nodes;  // control endpoint of every node, by node rank
   std::vector<std::uint8_t> ucx_address;
   std::chrono::nanoseconds join_timeout = std::chrono::seconds(60);
+  // Node 0: the epoch the roster announces (workers take it from the roster).
+  std::uint64_t epoch = 1;
   // Data-plane settings that must be equal on every node.
   std::uint64_t ring_chunk_bytes = 0;
   std::uint32_t response_cache = 0;
   std::uint64_t inline_bytes = 0;
 };
 
-struct Membership {
+// The outcome of a successful bootstrap.
+struct Joined {
   std::uint64_t epoch = 1;
   std::vector<std::vector<std::uint8_t>> ucx_addresses;  // by node rank
   std::shared_ptr<PeerLink> coordinator;                 // on workers: the link to node 0
   std::vector<std::shared_ptr<PeerLink>> workers;        // on node 0: by node rank (0 empty)
 };
 
-// The coordinator passes the acceptor of its control port (already listening);
-// workers pass nullptr and connect to nodes[0], retrying while it starts.
-boost::asio::awaitable<Result<Membership>> bootstrap(const BootstrapConfig& config,
-                                                     boost::asio::ip::tcp::acceptor* acceptor);
+// Ends an attempt in progress: the join or gathering returns kClosed at once.
+struct StopSource {
+  bool requested = false;
+  std::function<void()> interrupt;  // wakes whatever the attempt waits for now
+  void request() {
+    requested = true;
+    if (auto wake = std::move(interrupt)) wake();
+  }
+};
+
+// Node 0's side of one attempt: the control port routes this job's hellos to
+// offer(); wait() returns once every node joined (the roster is sent) or at
+// the join timeout, naming the nodes that did not come.
+class Gathering : public std::enable_shared_from_this<Gathering> {
+ public:
+  Gathering(boost::asio::any_io_executor executor, BootstrapConfig config);
+
+  void offer(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
+  boost::asio::awaitable<Result<Joined>> wait(std::shared_ptr<StopSource> stop);
+  // Whether wait() has returned (later hellos belong to the next attempt).
+  bool finished() const { return finished_; }
+
+ private:
+  BootstrapConfig config_;
+  boost::asio::steady_timer done_;  // cancelled: every node joined, or stop
+  std::vector<std::shared_ptr<PeerLink>> joined_;
+  std::vector<std::vector<std::uint8_t>> addresses_;
+  std::size_t count_ = 1;
+  bool finished_ = false;
+};
+
+// A worker's side: connects to nodes[0] (retrying while it starts), says
+// hello and waits for the roster, all within the join timeout.
+boost::asio::awaitable<Result<Joined>> join(const BootstrapConfig& config, std::shared_ptr<StopSource> stop);
 
 // Why the coordinator refuses this hello (protocol version, job, shape, token,
 // node rank out of range), or "" when it belongs to the job.
 std::string hello_refusal(const BootstrapConfig& config, const peer_wire::PeerHello& hello);
-
-// "host:port" of a node's control endpoint (the default port when unset).
-std::string control_address(const HostEntry& node);
 
 }  // namespace ringsync::service::cluster

@@ -67,9 +67,9 @@ void PeerLink::close(const Status& why) {
   if (auto handler = std::move(on_closed_)) handler(why);
 }
 
-void PeerLink::goodbye(const Status& why) {
+void PeerLink::goodbye(const Status& why, bool finished) {
   if (closed_ || leaving_) return;
-  send(peer_wire::Goodbye{0, why.message()});
+  send(peer_wire::Goodbye{0, why.message(), finished});
   leaving_ = why;
   heartbeat_timer_.cancel();
   on_message_ = nullptr;

@@ -40,8 +40,9 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   void close(const Status& why);
   // Leaves on purpose: sends Goodbye{why}, runs on_closed(why) now, and closes
   // once the goodbye is written (or after a short deadline if the peer does not
-  // read). Nothing more is delivered from the peer.
-  void goodbye(const Status& why);
+  // read). Nothing more is delivered from the peer. finished: the job ended
+  // everywhere, nothing is lost (the peer closes quietly).
+  void goodbye(const Status& why, bool finished = false);
   // Replaces the handlers (e.g. when bootstrap hands the link to the ring).
   // Empty handlers are allowed: messages are then dropped.
   void set_handlers(OnMessage on_message, OnClosed on_closed);

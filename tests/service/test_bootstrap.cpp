@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "service/cluster/bootstrap.h"
+#include "service/cluster/control_listener.h"
 
 using namespace ringsync;
 using namespace ringsync::service::cluster;
@@ -20,18 +21,19 @@ namespace {
 
 struct Cluster {
   asio::io_context io;
-  tcp::acceptor acceptor{io};
+  std::unique_ptr<ControlListener> listener;
   std::vector<HostEntry> nodes;
-  std::vector<std::optional<Result<Membership>>> results;
+  std::vector<std::optional<Result<Joined>>> results;
+  std::vector<std::shared_ptr<StopSource>> stops;
 
-  explicit Cluster(std::size_t n) {
-    acceptor.open(tcp::v4());
-    acceptor.set_option(tcp::acceptor::reuse_address(true));
-    acceptor.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-    acceptor.listen();
+  explicit Cluster(std::size_t n, ControlListener::Options options = {}) {
+    auto opened = ControlListener::open(io, "127.0.0.1:0", options);
+    REQUIRE(opened.ok());
+    listener = std::move(opened).value();
     for (std::size_t i = 0; i < n; ++i) nodes.push_back({"127.0.0.1", 0, 2});
-    nodes[0].port = acceptor.local_endpoint().port();
+    nodes[0].port = listener->port();
     results.resize(n);
+    for (std::size_t i = 0; i < n; ++i) stops.push_back(std::make_shared<StopSource>());
   }
 
   BootstrapConfig config(std::uint32_t rank, std::chrono::milliseconds timeout = 5000ms) const {
@@ -48,11 +50,18 @@ struct Cluster {
 
   void start(BootstrapConfig c) {
     const auto rank = c.node_rank;
+    if (rank == 0) {
+      auto gathering = std::make_shared<Gathering>(io.get_executor(), c);
+      listener->route(c.job_id, [gathering](const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& h) {
+        gathering->offer(link, h);
+      });
+      asio::co_spawn(
+          io, [this, gathering]() -> asio::awaitable<void> { results[0] = co_await gathering->wait(stops[0]); },
+          asio::detached);
+      return;
+    }
     asio::co_spawn(
-        io,
-        [this, c, rank]() -> asio::awaitable<void> {
-          results[rank] = co_await bootstrap(c, rank == 0 ? &acceptor : nullptr);
-        },
+        io, [this, c, rank]() -> asio::awaitable<void> { results[rank] = co_await join(c, stops[rank]); },
         asio::detached);
   }
 
@@ -107,17 +116,14 @@ TEST_CASE("a node with the wrong token, job or shape is refused with the reason"
   CHECK(cluster.results[0]->status().code() == StatusCode::kTimeout);
   CHECK(cluster.results[0]->status().message().find("node(s) 1 of job 'job' did not join") != std::string::npos);
 
-  Cluster shapes(3);
+  // (A hello naming another job goes to that job's route: see the parking test.)
+  Cluster shapes(2);
   shapes.start(shapes.config(0, 1500ms));
-  auto other_job = shapes.config(1);
-  other_job.job_id = "other";
-  shapes.start(other_job);
-  auto other_slots = shapes.config(2);
+  auto other_slots = shapes.config(1);
   other_slots.slots = 4;
   shapes.start(other_slots);
-  REQUIRE(shapes.wait({0, 1, 2}));
-  CHECK(shapes.results[1]->status().message().find("is in job 'other', this ring is job 'job'") != std::string::npos);
-  CHECK(shapes.results[2]->status().message().find("has 4 slots, this ring 2") != std::string::npos);
+  REQUIRE(shapes.wait({0, 1}));
+  CHECK(shapes.results[1]->status().message().find("has 4 slots, this ring 2") != std::string::npos);
 }
 
 TEST_CASE("a node whose small allreduces would take another path than node 0's is refused") {
@@ -139,7 +145,7 @@ TEST_CASE("a node whose small allreduces would take another path than node 0's i
 
 TEST_CASE("no coordinator: a worker gives up at its deadline naming the address") {
   Cluster cluster(2);
-  cluster.acceptor.close();  // nobody listens on node 0's port now
+  cluster.listener.reset();  // nobody listens on node 0's port now
   cluster.start(cluster.config(1, 700ms));
   REQUIRE(cluster.wait({1}));
   CHECK(cluster.results[1]->status().code() == StatusCode::kTimeout);
@@ -186,4 +192,40 @@ TEST_CASE("heartbeats keep a healthy link alive; closing one end tells the other
   for (int i = 0; i < 200 && !a_closed; ++i) cluster.io.run_for(10ms);
   REQUIRE(a_closed.has_value());
   CHECK(a_closed->code() == StatusCode::kPeerLost);
+}
+
+TEST_CASE("a hello for a job not served here waits for it, then is refused naming the job") {
+  ControlListener::Options quick;
+  quick.park_timeout = 600ms;
+  Cluster cluster(2, quick);
+  // Node 1 says hello before node 0 has the job: it waits, then hears why.
+  cluster.start(cluster.config(1, 3000ms));
+  REQUIRE(cluster.wait({1}));
+  REQUIRE_FALSE(cluster.results[1]->ok());
+  const std::string why = cluster.results[1]->status().message();
+  CHECK_MESSAGE(why.find("job 'job' has no trainer connected to the ringsyncd at 127.0.0.1:") != std::string::npos,
+                why);
+
+  // Routed in time, the waiting hello goes to the job.
+  Cluster late(2);
+  late.start(late.config(1));
+  late.io.run_for(300ms);
+  late.start(late.config(0));
+  REQUIRE(late.wait({0, 1}));
+  CHECK_MESSAGE(late.results[0]->ok(), late.results[0]->status().message());
+  CHECK_MESSAGE(late.results[1]->ok(), late.results[1]->status().message());
+}
+
+TEST_CASE("stopping ends a join and a gathering at once") {
+  Cluster cluster(3);
+  cluster.start(cluster.config(0, 60000ms));
+  cluster.start(cluster.config(1, 60000ms));
+  cluster.io.run_for(200ms);  // node 1 joined, node 2 never comes
+  const auto begun = std::chrono::steady_clock::now();
+  cluster.stops[0]->request();
+  cluster.stops[1]->request();
+  REQUIRE(cluster.wait({0, 1}));
+  CHECK(std::chrono::steady_clock::now() - begun < 10s);  // not the 60 s join timeout
+  CHECK(cluster.results[0]->status().code() == StatusCode::kClosed);
+  CHECK(cluster.results[1]->status().code() == StatusCode::kClosed);
 }

@@ -72,7 +72,9 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "control-address", "job-id", "job-token", "join-timeout",
                                        "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
                                        "response-cache", "ring-chunk-bytes", "ring-window", "ucx-transports",
-                                       "ucx-net-devices", "timeline"});
+                                       "ucx-net-devices", "timeline", "rendezvous", "advertise-address",
+                                       "rank-liveness-timeout", "max-jobs", "max-job-ranks",
+                                       "max-job-buffer-bytes"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {

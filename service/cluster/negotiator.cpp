@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
-#include "service/cluster/cluster_node.h"
+#include "service/cluster/negotiator.h"
 #include "service/cluster/inline_allreduce.h"
 #include "service/timeline.h"
 
@@ -23,9 +23,136 @@ peer_wire::ReadyTensor describe(const PendingCollective& p) {
 
 }  // namespace
 
-void ClusterNode::local_ready(PendingCollective collective) {
-  if (stopping_) {
-    hooks_.fail(collective, Status::Closed("ringsyncd is shutting down"), "shutdown");
+Negotiator::Negotiator(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings,
+                       DaemonMetrics& metrics, Timeline* timeline, Hooks hooks)
+    : io_(io),
+      job_(job),
+      settings_(settings),
+      metrics_(metrics),
+      timeline_(timeline),
+      hooks_(std::move(hooks)),
+      report_timer_(io) {}
+
+Negotiator::~Negotiator() = default;
+
+std::string Negotiator::node_name(std::uint32_t node) const { return cluster::node_name(job_, node); }
+
+void Negotiator::formed(std::uint64_t epoch, ControlPlane* control) {
+  formed_ = true;
+  broken_.reset();
+  holding_ = false;
+  epoch_ = epoch;
+  control_ = control;
+  direct_limit_ = negotiation::direct_limit(settings_.inline_bytes, job_.num_nodes);
+  plans_applied_ = 0;
+  next_cycle_ = 1;
+  plan_scheduled_ = false;
+  cache_.reset();
+  if (settings_.response_cache_capacity > 0)
+    cache_ = std::make_unique<negotiation::ResponseCache>(settings_.response_cache_capacity);
+  bit_history_ = std::make_unique<negotiation::BitHistory>(settings_.response_cache_capacity);
+  stall_reported_.clear();
+  direct_ = std::make_unique<negotiation::DirectExchange>(job_.num_nodes, job_.ranks());
+  coordinator_.reset();
+  if (job_.node_rank == 0)
+    coordinator_ = std::make_unique<negotiation::Coordinator>(
+        job_.num_nodes, settings_.fusion_threshold_bytes,
+        negotiation::InlineOptions{settings_.inline_bytes, job_.ranks()});
+  // Whatever became ready while the ring formed is reported now.
+  unreported_.clear();
+  unannounced_.clear();
+  in_negotiation_.clear();
+  for (auto& [name, w] : waiting_)
+    if (!w.queue.empty()) report(w.queue.front());
+}
+
+void Negotiator::lost(const Status& why, std::string_view kind, bool keep_held) {
+  formed_ = false;
+  control_ = nullptr;
+  coordinator_.reset();
+  direct_.reset();
+  plan_scheduled_ = false;
+  report_timer_.cancel();
+  report_scheduled_ = false;
+  unreported_.clear();
+  unannounced_.clear();
+  in_negotiation_.clear();
+  // Held tensors were never reported: the next ring takes them.
+  if (keep_held && holding_) return;
+  broken_.reset();
+  holding_ = false;
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& [name, w] : waiting)
+    for (auto& p : w.queue) hooks_.fail(p, why, kind);
+}
+
+void Negotiator::break_run(const Status& why) {
+  if (broken_) return;
+  broken_ = why;
+  holding_ = false;
+  coordinator_.reset();  // node 0 plans nothing more on this ring
+  plan_scheduled_ = false;
+  unreported_.clear();
+  unannounced_.clear();
+  in_negotiation_.clear();
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& [name, w] : waiting)
+    for (auto& p : w.queue) hooks_.fail(p, why, "peer_lost");
+}
+
+void Negotiator::hold() {
+  broken_.reset();
+  holding_ = true;
+}
+
+void Negotiator::lose(const Status& why) {
+  if (formed_) hooks_.lose(why);
+}
+
+bool Negotiator::on_message(std::uint32_t from, peer_wire::Message& message) {
+  if (auto* ready = std::get_if<peer_wire::ReadyList>(&message)) {
+    if (job_.node_rank != 0) {
+      RS_LOG(warn, "ring") << node_name(from) << " sent a ready list to a node that does not coordinate";
+      metrics_.error("peer_protocol");
+    } else {
+      on_ready_list(from, std::move(*ready));
+    }
+    return true;
+  }
+  if (auto* contributions = std::get_if<peer_wire::Contributions>(&message)) {
+    on_contributions(from, std::move(*contributions));
+    return true;
+  }
+  if (auto* plan = std::get_if<peer_wire::Plan>(&message)) {
+    if (from != 0) {
+      RS_LOG(warn, "ring") << node_name(from) << " sent a plan but only node 0 plans";
+      metrics_.error("peer_protocol");
+    } else {
+      on_plan(*plan);
+    }
+    return true;
+  }
+  return false;
+}
+
+std::optional<Status> Negotiator::expired(Clock::time_point now, Clock::duration timeout) const {
+  for (const auto& [name, w] : waiting_) {
+    if (w.ready_at.empty() || now - w.ready_at.front() < timeout) continue;
+    return Status::Timeout(
+        "tensor '" + name + "' of job '" + job_.id + "' timed out after " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - w.ready_at.front()).count()) +
+        " s on node " + std::to_string(job_.node_rank) +
+        ": every local rank submitted it, but not every node did (--collective-timeout; node 0's log "
+        "names the missing nodes)");
+  }
+  return std::nullopt;
+}
+
+void Negotiator::local_ready(PendingCollective collective) {
+  if (broken_) {
+    hooks_.fail(collective, *broken_, "peer_lost");
     return;
   }
   Status agreed = check_agreement(collective);
@@ -37,10 +164,10 @@ void ClusterNode::local_ready(PendingCollective collective) {
   Waiting& w = waiting_[collective.name];
   w.queue.push_back(std::move(collective));
   w.ready_at.push_back(Clock::now());
-  if (w.queue.size() == 1) report(w.queue.front());
+  if (w.queue.size() == 1 && !holding_) report(w.queue.front());
 }
 
-void ClusterNode::report(const PendingCollective& front) {
+void Negotiator::report(const PendingCollective& front) {
   peer_wire::ReadyTensor tensor = describe(front);
   if (!negotiation::exchanged_directly(tensor, direct_limit_)) {
     negotiate(front);
@@ -53,24 +180,26 @@ void ClusterNode::report(const PendingCollective& front) {
   schedule_report();
 }
 
-void ClusterNode::negotiate(const PendingCollective& front, bool with_data) {
+void Negotiator::negotiate(const PendingCollective& front, bool with_data) {
   unreported_.push_back(
       {describe(front),
-       with_data ? local_reduction(front, negotiation::inline_limit(config_.inline_bytes, num_nodes())) : std::nullopt});
+       with_data ? local_reduction(front, negotiation::inline_limit(settings_.inline_bytes, job_.num_nodes)) : std::nullopt});
   schedule_report();
 }
 
-void ClusterNode::schedule_report() {
+void Negotiator::schedule_report() {
   if (!formed_ || report_scheduled_) return;
   report_scheduled_ = true;
   // When this node is idle (nothing in negotiation, no ring operation queued
   // or running), report at once: a lone small allreduce pays no cycle.
   // Otherwise gather what becomes ready until the cycle ends and send it
   // together, so that a burst of small tensors fuses (Horovod's cycle).
-  const bool idle = in_negotiation_.empty() && in_flight_ == 0 && queued_.empty();
-  const Clock::time_point due = last_report_ + config_.cycle_time;
-  if (config_.cycle_time.count() == 0 || idle || Clock::now() >= due) {
-    asio::post(io_, [this] { send_report(); });
+  const bool idle = in_negotiation_.empty() && hooks_.executor_idle();
+  const Clock::time_point due = last_report_ + settings_.cycle_time;
+  if (settings_.cycle_time.count() == 0 || idle || Clock::now() >= due) {
+    asio::post(io_, [this, alive = std::weak_ptr<int>(alive_)] {
+      if (!alive.expired()) send_report();
+    });
     return;
   }
   report_timer_.expires_at(due);
@@ -79,7 +208,7 @@ void ClusterNode::schedule_report() {
   });
 }
 
-void ClusterNode::send_report() {
+void Negotiator::send_report() {
   report_scheduled_ = false;
   if (!formed_) return;
   announce();
@@ -100,7 +229,7 @@ void ClusterNode::send_report() {
   }
   peer_wire::ReadyList list;
   list.epoch = epoch_;
-  list.node_rank = config_.node_rank;
+  list.node_rank = job_.node_rank;
   // Looked up now, so the bits refer to the cache as of plans_seen.
   std::vector<std::uint32_t> bits;
   for (auto& [tensor, data] : unreported_) {
@@ -118,10 +247,10 @@ void ClusterNode::send_report() {
   unreported_.clear();
   list.cached = negotiation::to_bits(bits, cache_ ? cache_->capacity() : 0);
   list.plans_seen = plans_applied_;
-  if (config_.node_rank == 0) {
+  if (job_.node_rank == 0) {
     on_ready_list(0, std::move(list));
-  } else if (coordinator_link_) {
-    coordinator_link_->send(list);
+  } else if (control_) {
+    control_->send(0, list);
   }
   if (!rest.empty() && formed_) {
     unreported_ = std::move(rest);
@@ -129,20 +258,20 @@ void ClusterNode::send_report() {
   }
 }
 
-std::optional<peer_wire::ReadyTensor> ClusterNode::resolve_bit(std::uint32_t bit,
+std::optional<peer_wire::ReadyTensor> Negotiator::resolve_bit(std::uint32_t bit,
                                                                std::uint64_t plans_seen) {
   if (!bit_history_) return std::nullopt;
   return bit_history_->resolve(bit, plans_seen);
 }
 
-void ClusterNode::record_in_cache(const peer_wire::ReadyTensor& tensor, std::uint64_t cycle) {
+void Negotiator::record_in_cache(const peer_wire::ReadyTensor& tensor, std::uint64_t cycle) {
   if (!cache_) return;
   cache_->record(tensor);
-  if (config_.node_rank != 0 || !bit_history_) return;
+  if (job_.node_rank != 0 || !bit_history_) return;
   if (const auto bit = cache_->lookup(tensor)) bit_history_->record(*bit, cycle, tensor);
 }
 
-void ClusterNode::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
+void Negotiator::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
   if (!coordinator_) return;
   std::vector<peer_wire::ReadyTensor> tensors = std::move(list.tensors);
   std::unordered_map<std::string, std::vector<std::uint8_t>> inline_data;
@@ -169,31 +298,30 @@ void ClusterNode::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
   schedule_plan();
 }
 
-void ClusterNode::schedule_plan() {
+void Negotiator::schedule_plan() {
   if (plan_scheduled_) return;
   plan_scheduled_ = true;
   // Every ready list that arrived in this turn of the loop goes into one plan.
-  asio::post(io_, [this, epoch = epoch_] {
-    if (epoch != epoch_) return;
+  asio::post(io_, [this, alive = std::weak_ptr<int>(alive_), epoch = epoch_] {
+    if (alive.expired() || epoch != epoch_) return;
     plan_scheduled_ = false;
     make_plan();
   });
 }
 
-void ClusterNode::make_plan() {
+void Negotiator::make_plan() {
   // Several plans when the ready tensors do not fit in one frame; each is a
   // cycle of its own (the response cache's bit history counts cycles).
   while (coordinator_ && formed_) {
     peer_wire::Plan plan = coordinator_->plan(epoch_, next_cycle_);
     if (plan.operations.empty() && plan.errors.empty()) return;
     ++next_cycle_;
-    for (auto& link : worker_links_)
-      if (link) link->send(plan);
+    for (std::uint32_t r = 1; r < job_.num_nodes; ++r) control_->send(r, plan);
     on_plan(plan);
   }
 }
 
-std::optional<std::pair<PendingCollective, Clock::time_point>> ClusterNode::take_front(const std::string& name) {
+std::optional<std::pair<PendingCollective, Clock::time_point>> Negotiator::take_front(const std::string& name) {
   auto it = waiting_.find(name);
   if (it == waiting_.end() || it->second.queue.empty()) return std::nullopt;
   Waiting& w = it->second;
@@ -209,17 +337,17 @@ std::optional<std::pair<PendingCollective, Clock::time_point>> ClusterNode::take
   return out;
 }
 
-std::string ClusterNode::with_rank_hint(const std::string& message) const {
-  const std::string L = std::to_string(slots());
-  return message + " (node n runs global ranks " + L + "n to " + L + "n+" + std::to_string(slots() - 1) + ")";
+std::string Negotiator::with_rank_hint(const std::string& message) const {
+  const std::string L = std::to_string(job_.slots);
+  return message + " (node n runs global ranks " + L + "n to " + L + "n+" + std::to_string(job_.slots - 1) + ")";
 }
 
-void ClusterNode::negotiated(const std::string& name, Clock::time_point ready, Clock::time_point now) {
+void Negotiator::negotiated(const std::string& name, Clock::time_point ready, Clock::time_point now) {
   metrics_.negotiation.with().observe(std::chrono::duration<double>(now - ready).count());
   if (timeline_) timeline_->phase(name, "NEGOTIATE", ready, now);
 }
 
-void ClusterNode::on_plan(const peer_wire::Plan& plan) {
+void Negotiator::on_plan(const peer_wire::Plan& plan) {
   const Clock::time_point now = Clock::now();
   plans_applied_ = plan.cycle;
   for (const auto& error : plan.errors) {
@@ -239,7 +367,7 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
           for (std::size_t i = 0; i < tensors.size(); ++i)
             hooks_.fail(tensors[i], Status::PeerLost("the plan names a tensor not ready here"), "peer_lost");
           lose(Status::Internal("the plan names tensor '" + name + "' which is not ready on " +
-                                node_name(config_.node_rank)));
+                                node_name(job_.node_rank)));
           return;
         }
         negotiated(name, taken->second, now);
@@ -251,15 +379,15 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
       complete_inline(op, std::move(tensors), std::move(ready_at), "plan");
       continue;
     }
-    auto running = std::make_shared<Running>();
+    auto running = std::make_shared<PlannedOperation>();
     running->op = op;
     for (std::size_t i = 0; i < op.names.size(); ++i) {
       auto taken = take_front(op.names[i]);
       if (!taken) {
-        // lose() fails what is queued: put this operation's tensors there first.
-        queued_.push_back(std::move(running));
-        lose(Status::Internal("the plan names tensor '" + op.names[i] +
-                              "' which is not ready on " + node_name(config_.node_rank)));
+        const Status why = Status::Internal("the plan names tensor '" + op.names[i] +
+                                            "' which is not ready on " + node_name(job_.node_rank));
+        for (auto& t : running->tensors) hooks_.fail(t, why, "peer_lost");
+        lose(why);
         return;
       }
       negotiated(op.names[i], taken->second, now);
@@ -268,12 +396,12 @@ void ClusterNode::on_plan(const peer_wire::Plan& plan) {
       running->tensors.push_back(std::move(taken->first));
       running->ready_at.push_back(taken->second);
     }
-    queued_.push_back(std::move(running));
+    hooks_.run(std::move(running));
+    if (!formed_) return;
   }
-  start_operations();
 }
 
-void ClusterNode::complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
+void Negotiator::complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
                                   std::vector<Clock::time_point> ready_at, std::string_view path) {
   const Clock::time_point start = Clock::now();
   metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
@@ -297,7 +425,7 @@ void ClusterNode::complete_inline(const peer_wire::Operation& op, std::vector<Pe
   }
   if (timeline_)
     for (const auto& name : op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
-  const std::size_t ranks = static_cast<std::size_t>(num_nodes()) * slots();
+  const std::size_t ranks = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (status.ok()) {
       hooks_.succeed(tensors[i], ready_at[i], ranks);

@@ -3,15 +3,15 @@
 // forwards it to the other workers — and finishes the allreduce itself once it
 // holds every node's. No plan, no ring.
 #include "common/log.h"
-#include "service/cluster/cluster_node.h"
+#include "service/cluster/negotiator.h"
 #include "service/cluster/inline_allreduce.h"
 
 namespace ringsync::service::cluster {
 
-void ClusterNode::announce() {
+void Negotiator::announce() {
   while (formed_ && !unannounced_.empty()) {
     // Frames are bounded: a long list goes as several.
-    peer_wire::Contributions message{epoch_, config_.node_rank, {}};
+    peer_wire::Contributions message{epoch_, job_.node_rank, {}};
     std::size_t bytes = 0;
     std::size_t taken = 0;
     for (; taken < unannounced_.size(); ++taken) {
@@ -25,41 +25,43 @@ void ClusterNode::announce() {
     for (const auto& t : message.tensors) in_negotiation_.insert(t.tensor.name);
     // Sent before this node's own part is applied, so the others do not wait
     // for its copy-out.
-    for (auto& link : worker_links_)
-      if (link) link->send(message);
-    if (coordinator_link_) coordinator_link_->send(message);
+    if (job_.node_rank == 0) {
+      for (std::uint32_t r = 1; r < job_.num_nodes; ++r) control_->send(r, message);
+    } else {
+      control_->send(0, message);
+    }
     for (auto& t : message.tensors) {
       if (!formed_) return;
-      on_contribution(config_.node_rank, std::move(t));
+      on_contribution(job_.node_rank, std::move(t));
     }
   }
 }
 
-void ClusterNode::on_contributions(std::uint32_t from, peer_wire::Contributions contributions) {
+void Negotiator::on_contributions(std::uint32_t from, peer_wire::Contributions contributions) {
   const std::uint32_t origin = contributions.origin;
   // A worker speaks for itself; node 0 also forwards the other workers'.
-  const bool valid = origin < num_nodes() && origin != config_.node_rank && (from == 0 || origin == from);
+  const bool valid = origin < job_.num_nodes && origin != job_.node_rank && (from == 0 || origin == from);
   if (!valid) {
     RS_LOG(warn, "ring") << node_name(from) << " sent contributions of node " << origin << "; ignored";
     metrics_.error("peer_protocol");
     return;
   }
-  if (config_.node_rank == 0)
-    for (std::uint32_t r = 1; r < worker_links_.size(); ++r)
-      if (r != origin && worker_links_[r]) worker_links_[r]->send(contributions);
+  if (job_.node_rank == 0)
+    for (std::uint32_t r = 1; r < job_.num_nodes; ++r)
+      if (r != origin) control_->send(r, contributions);
   for (auto& t : contributions.tensors) {
     if (!formed_) return;
     on_contribution(origin, std::move(t));
   }
 }
 
-void ClusterNode::on_contribution(std::uint32_t origin, peer_wire::DirectTensor contribution) {
+void Negotiator::on_contribution(std::uint32_t origin, peer_wire::DirectTensor contribution) {
   if (!direct_) return;
   auto round = direct_->add(origin, std::move(contribution), Clock::now());
   if (round) finish_round(std::move(*round));
 }
 
-void ClusterNode::finish_round(negotiation::DirectExchange::Round round) {
+void Negotiator::finish_round(negotiation::DirectExchange::Round round) {
   using Outcome = negotiation::DirectExchange::Round::Outcome;
   if (round.outcome == Outcome::kNegotiate) {
     // Every node got here for this round: node 0 plans it (on the ring).
@@ -71,9 +73,11 @@ void ClusterNode::finish_round(negotiation::DirectExchange::Round round) {
   }
   auto taken = take_front(round.name);
   if (!taken) {
+    // After a break the tensors of unfinished rounds have failed already.
+    if (broken_ || holding_) return;
     // This node's own contribution is part of every round: a bug if reached.
     lose(Status::Internal("a direct exchange of tensor '" + round.name + "' finished with nothing ready on " +
-                          node_name(config_.node_rank)));
+                          node_name(job_.node_rank)));
     return;
   }
   const Clock::time_point now = Clock::now();

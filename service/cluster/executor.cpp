@@ -1,11 +1,9 @@
-// Running planned operations: gather the local ranks' data into the ring
-// buffer (WorkPool), run the ring (RingEngine), copy the result back to every
-// local rank (WorkPool), answer them. Up to kMaxInFlight operations overlap
-// (tags keep their messages apart), in plan order.
+// Running planned operations (executor.h).
+#include "service/cluster/executor.h"
+
 #include <boost/asio/post.hpp>
 
 #include "common/log.h"
-#include "service/cluster/cluster_node.h"
 #include "service/cluster/node_operation.h"
 #include "service/ring/allgather.h"
 #include "service/ring/allreduce.h"
@@ -18,7 +16,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr std::size_t kMaxInFlight = 2;
 // Memory work this small runs on the control thread: handing it to the pool
 // and back costs two thread wake-ups, far more than copying a few KiB.
 constexpr std::size_t kInlineBytes = 64 * 1024;
@@ -69,7 +66,56 @@ class TimedAllreduce final : public ring::Task {
 
 }  // namespace
 
-void ClusterNode::start_operations() {
+Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings, WorkPool& pool,
+                   DaemonMetrics& metrics, Timeline* timeline, Hooks hooks)
+    : io_(io),
+      job_(job),
+      settings_(settings),
+      pool_(pool),
+      metrics_(metrics),
+      timeline_(timeline),
+      hooks_(std::move(hooks)),
+      staging_(StagingBuffers::create(settings.fusion_threshold_bytes)) {}
+
+Executor::~Executor() = default;
+
+void Executor::formed(std::uint64_t epoch, RingEngine* engine) {
+  formed_ = true;
+  epoch_ = epoch;
+  engine_ = engine;
+}
+
+void Executor::lost(const Status& why) {
+  if (!formed_) return;
+  formed_ = false;
+  engine_ = nullptr;
+  last_loss_ = why;
+  active_.clear();
+  auto queued = std::move(queued_);
+  queued_.clear();
+  for (auto& r : queued)
+    for (auto& t : r->planned->tensors) hooks_.fail(t, why, "peer_lost");
+}
+
+void Executor::submit(std::shared_ptr<PlannedOperation> operation) {
+  auto running = std::make_shared<Running>();
+  running->planned = std::move(operation);
+  queued_.push_back(std::move(running));
+  start_operations();
+}
+
+std::optional<Status> Executor::stuck(Clock::time_point now, Clock::duration timeout) const {
+  for (const auto& [sequence, started] : active_) {
+    if (now - started < timeout) continue;
+    return Status::Timeout("ring operation " + std::to_string(sequence) + " of job '" + job_.id +
+                           "' made no progress for " +
+                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - started).count()) +
+                           " s (--collective-timeout): the data path between the nodes is stuck");
+  }
+  return std::nullopt;
+}
+
+void Executor::start_operations() {
   while (in_flight_ < kMaxInFlight && !queued_.empty()) {
     auto running = std::move(queued_.front());
     queued_.pop_front();
@@ -77,8 +123,8 @@ void ClusterNode::start_operations() {
   }
 }
 
-void ClusterNode::begin(std::shared_ptr<Running> running) {
-  const peer_wire::Operation& op = running->op;
+void Executor::begin(std::shared_ptr<Running> running) {
+  const peer_wire::Operation& op = running->planned->op;
   running->started = Clock::now();
   metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
   metrics_.fused_tensors.with().inc(static_cast<double>(op.names.size()));
@@ -90,16 +136,16 @@ void ClusterNode::begin(std::shared_ptr<Running> running) {
   ++in_flight_;
   running->epoch = epoch_;
   active_[op.sequence] = running->started;
-  OperationShape shape{op.kind, op.dtype, op.op, op.root, config_.node_rank, num_nodes(), slots()};
+  OperationShape shape{op.kind, op.dtype, op.op, op.root, job_.node_rank, job_.num_nodes, job_.slots};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
   std::vector<std::vector<Contribution>> tensors;
-  for (const auto& t : running->tensors) {
+  for (const auto& t : running->planned->tensors) {
     std::vector<Contribution> ranks;
     for (const auto& s : t.submissions) ranks.push_back(s.where);
     tensors.push_back(std::move(ranks));
   }
   running->work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
-                                                   config_.ring_chunk_bytes, staging_.get());
+                                                   settings_.ring_chunk_bytes, staging_.get());
   auto work = running->work;
   if (work->buffer_bytes() <= kInlineBytes) {
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);
@@ -109,24 +155,26 @@ void ClusterNode::begin(std::shared_ptr<Running> running) {
   pool_.run(
       work->gather_pieces(), [work](std::size_t i) { work->gather_piece(i); },
       // Runs on a pool thread, possibly while the daemon is being torn down:
-      // it touches only the io_context, which outlives this node.
+      // it touches only the io_context; the posted step runs on the control
+      // thread, where the job's ring keeps this executor until nothing of
+      // it is left in the pool (JobRing::done()).
       [this, &io = io_, running] { asio::post(io, [this, running] { run_ring(running); }); });
 }
 
-void ClusterNode::run_ring(std::shared_ptr<Running> running) {
+void Executor::run_ring(std::shared_ptr<Running> running) {
   if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
   if (timeline_)
-    for (const auto& name : running->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
+    for (const auto& name : running->planned->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
   if (!formed_ || !engine_ || running->epoch != epoch_)
     return complete(running, last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran")
                                              : last_loss_);
-  const peer_wire::Operation& op = running->op;
+  const peer_wire::Operation& op = running->planned->op;
   ring::RingOptions options;
   options.sequence = op.sequence;
-  options.chunk_bytes = config_.ring_chunk_bytes;
-  options.window = config_.ring_window;
-  const std::size_t divisor = static_cast<std::size_t>(num_nodes()) * slots();
-  const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, slots());
+  options.chunk_bytes = settings_.ring_chunk_bytes;
+  options.window = settings_.ring_window;
+  const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
+  const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, job_.slots);
   auto work = running->work;
   const Clock::time_point ring_start = Clock::now();
   Timeline* timeline = timeline_;
@@ -149,12 +197,12 @@ void ClusterNode::run_ring(std::shared_ptr<Running> running) {
     }
   };
   engine_->run(std::move(make), [this, running, ring_start](const Status& status) {
-    if (timeline_ && running->op.kind != wire::CollectiveKind::kAllreduce)
-      for (const auto& name : running->op.names)
-        timeline_->phase(name, ring_phase(running->op.kind), ring_start, Clock::now());
+    if (timeline_ && running->planned->op.kind != wire::CollectiveKind::kAllreduce)
+      for (const auto& name : running->planned->op.names)
+        timeline_->phase(name, ring_phase(running->planned->op.kind), ring_start, Clock::now());
     if (!status.ok()) {
       // The first node to see a ring failure tears the ring down for everyone.
-      if (formed_ && running->epoch == epoch_) lose(status);
+      if (formed_ && running->epoch == epoch_) hooks_.lose(status);
       complete(running, status);
       return;
     }
@@ -162,13 +210,13 @@ void ClusterNode::run_ring(std::shared_ptr<Running> running) {
   });
 }
 
-void ClusterNode::scatter(std::shared_ptr<Running> running) {
+void Executor::scatter(std::shared_ptr<Running> running) {
   auto work = running->work;
   const Clock::time_point start = Clock::now();
   if (work->buffer_bytes() <= kInlineBytes) {
     for (std::size_t i = 0; i < work->scatter_pieces(); ++i) work->scatter_piece(i);
     if (timeline_)
-      for (const auto& name : running->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
+      for (const auto& name : running->planned->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
     complete(std::move(running), Status::Ok());
     return;
   }
@@ -177,27 +225,28 @@ void ClusterNode::scatter(std::shared_ptr<Running> running) {
       [this, &io = io_, running, start] {
         asio::post(io, [this, running, start] {
           if (timeline_)
-            for (const auto& name : running->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
+            for (const auto& name : running->planned->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
           complete(running, pool_.cancelled() ? Status::Closed("ringsyncd shut down during the collective")
                                               : Status::Ok());
         });
       });
 }
 
-void ClusterNode::complete(std::shared_ptr<Running> running, const Status& status) {
-  if (running->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
-  if (running->epoch == epoch_) active_.erase(running->op.sequence);
+void Executor::complete(std::shared_ptr<Running> running, const Status& status) {
+  if (running->planned->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
+  if (running->epoch == epoch_) active_.erase(running->planned->op.sequence);
   running->work.reset();
-  const std::size_t ranks = static_cast<std::size_t>(num_nodes()) * slots();
-  for (std::size_t i = 0; i < running->tensors.size(); ++i) {
+  const std::size_t ranks = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
+  for (std::size_t i = 0; i < running->planned->tensors.size(); ++i) {
     if (status.ok()) {
-      hooks_.succeed(running->tensors[i], running->ready_at[i], ranks);
+      hooks_.succeed(running->planned->tensors[i], running->planned->ready_at[i], ranks);
     } else {
-      hooks_.fail(running->tensors[i], status,
+      hooks_.fail(running->planned->tensors[i], status,
                   status.code() == StatusCode::kPeerLost ? "peer_lost" : status_label(status.code()));
     }
   }
   start_operations();
+  if (idle() && hooks_.idle) hooks_.idle();
 }
 
 }  // namespace ringsync::service::cluster

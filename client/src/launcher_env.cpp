@@ -1,0 +1,153 @@
+#include "client/src/launcher_env.h"
+
+#include <charconv>
+
+namespace ringsync::client {
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+std::optional<std::string> get(const Env& env, const char* name) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+// A variable that must be there, as a number >= minimum.
+Result<int> number(const Env& env, const char* name, int minimum, const std::string& launcher) {
+  auto text = get(env, name);
+  if (!text) return Status::InvalidArgument(launcher + "'s environment has no " + name);
+  int value = 0;
+  const char* end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, value);
+  if (ec != std::errc() || ptr != end || value < minimum)
+    return Status::InvalidArgument(std::string(name) + "='" + *text + "' is not an integer >= " +
+                                   std::to_string(minimum));
+  return value;
+}
+
+// Checks a place given by a global rank and size, and fills in the rest.
+Result<LauncherPlace> from_global(LauncherPlace p, int rank, int size, const std::string& block_hint) {
+  if (p.local_rank >= p.local_size)
+    return Status::InvalidArgument(p.launcher + ": local rank " + std::to_string(p.local_rank) +
+                                   " is out of range for local size " + std::to_string(p.local_size));
+  if (size % p.local_size != 0)
+    return Status::InvalidArgument(p.launcher + ": " + std::to_string(size) + " ranks are not the same number on " +
+                                   "every node (" + std::to_string(p.local_size) +
+                                   " here); ringsync needs as many ranks on every node");
+  if (p.num_nodes == 0) p.num_nodes = size / p.local_size;
+  if (p.num_nodes * p.local_size != size)
+    return Status::InvalidArgument(p.launcher + ": " + std::to_string(size) + " ranks on " +
+                                   std::to_string(p.num_nodes) + " nodes are not " + std::to_string(p.local_size) +
+                                   " per node; ringsync needs as many ranks on every node");
+  if (p.node_rank < 0) p.node_rank = rank / p.local_size;
+  if (p.node_rank >= p.num_nodes)
+    return Status::InvalidArgument(p.launcher + ": node " + std::to_string(p.node_rank) + " is out of range for " +
+                                   std::to_string(p.num_nodes) + " nodes");
+  if (rank != p.node_rank * p.local_size + p.local_rank)
+    return Status::InvalidArgument(p.launcher + ": rank " + std::to_string(rank) + " is not node " +
+                                   std::to_string(p.node_rank) + " x " + std::to_string(p.local_size) +
+                                   " + local rank " + std::to_string(p.local_rank) +
+                                   "; ringsync numbers ranks node by node: " + block_hint);
+  return p;
+}
+
+Result<LauncherPlace> torchrun(const Env& env) {
+  LauncherPlace p{"torchrun"};
+  auto local = number(env, "LOCAL_RANK", 0, p.launcher);
+  auto local_size = number(env, "LOCAL_WORLD_SIZE", 1, p.launcher);
+  auto rank = number(env, "RANK", 0, p.launcher);
+  auto size = number(env, "WORLD_SIZE", 1, p.launcher);
+  for (const auto* r : {&local, &local_size, &rank, &size})
+    if (!r->ok()) return r->status();
+  p.local_rank = *local;
+  p.local_size = *local_size;
+  p.node_rank = -1;
+  p.num_nodes = 0;
+  if (get(env, "GROUP_RANK")) {
+    auto group = number(env, "GROUP_RANK", 0, p.launcher);
+    if (!group.ok()) return group.status();
+    p.node_rank = *group;
+  }
+  if (auto id = get(env, "TORCHELASTIC_RUN_ID"); id && *id != "none") {
+    p.job_id = "torchrun-" + *id;
+  } else if (auto addr = get(env, "MASTER_ADDR"), port = get(env, "MASTER_PORT"); addr && port) {
+    p.job_id = "torchrun-" + *addr + ":" + *port;
+  }
+  return from_global(p, *rank, *size, "start torchrun with the same --nproc-per-node on every node");
+}
+
+Result<LauncherPlace> open_mpi(const Env& env) {
+  LauncherPlace p{"Open MPI"};
+  auto local = number(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, p.launcher);
+  auto local_size = number(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, p.launcher);
+  auto rank = number(env, "OMPI_COMM_WORLD_RANK", 0, p.launcher);
+  auto size = number(env, "OMPI_COMM_WORLD_SIZE", 1, p.launcher);
+  for (const auto* r : {&local, &local_size, &rank, &size})
+    if (!r->ok()) return r->status();
+  p.local_rank = *local;
+  p.local_size = *local_size;
+  p.node_rank = -1;
+  p.num_nodes = 0;
+  if (auto ns = get(env, "PMIX_NAMESPACE")) {
+    p.job_id = "mpi-" + *ns;
+  } else if (auto id = get(env, "OMPI_MCA_ess_base_jobid")) {
+    p.job_id = "mpi-" + *id;
+  }
+  return from_global(p, *rank, *size, "run mpirun with --map-by slot (or ppr:L:node)");
+}
+
+Result<LauncherPlace> slurm(const Env& env) {
+  LauncherPlace p{"Slurm"};
+  auto local = number(env, "SLURM_LOCALID", 0, p.launcher);
+  auto node = number(env, "SLURM_NODEID", 0, p.launcher);
+  auto rank = number(env, "SLURM_PROCID", 0, p.launcher);
+  auto size = get(env, "SLURM_NTASKS") ? number(env, "SLURM_NTASKS", 1, p.launcher)
+                                       : number(env, "SLURM_NPROCS", 1, p.launcher);
+  auto nodes = get(env, "SLURM_STEP_NUM_NODES") ? number(env, "SLURM_STEP_NUM_NODES", 1, p.launcher)
+               : get(env, "SLURM_NNODES")       ? number(env, "SLURM_NNODES", 1, p.launcher)
+                                                : number(env, "SLURM_JOB_NUM_NODES", 1, p.launcher);
+  for (const auto* r : {&local, &node, &rank, &size, &nodes})
+    if (!r->ok()) return r->status();
+  if (*size % *nodes != 0)
+    return Status::InvalidArgument("Slurm: " + std::to_string(*size) + " tasks on " + std::to_string(*nodes) +
+                                   " nodes are not the same number on every node; use --ntasks-per-node");
+  p.local_rank = *local;
+  p.local_size = *size / *nodes;
+  p.node_rank = *node;
+  p.num_nodes = *nodes;
+  if (auto job = get(env, "SLURM_JOB_ID")) {
+    p.job_id = "slurm-" + *job;
+    if (auto step = get(env, "SLURM_STEP_ID")) p.job_id += "." + *step;
+  }
+  return from_global(p, *rank, *size, "run srun with --distribution=block");
+}
+
+}  // namespace
+
+const std::vector<const char*>& launcher_variables() {
+  static const std::vector<const char*> names = {
+      "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR",
+      "MASTER_PORT", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_LOCALID", "SLURM_NODEID",
+      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_NODES", "SLURM_NNODES",
+      "SLURM_JOB_NUM_NODES", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+  return names;
+}
+
+Result<std::optional<LauncherPlace>> launcher_place(const Env& env) {
+  std::optional<Result<LauncherPlace>> found;
+  if (get(env, "LOCAL_RANK") && get(env, "LOCAL_WORLD_SIZE")) {
+    found = torchrun(env);
+  } else if (get(env, "OMPI_COMM_WORLD_LOCAL_RANK")) {
+    found = open_mpi(env);
+  } else if (get(env, "SLURM_LOCALID") && get(env, "SLURM_PROCID")) {
+    found = slurm(env);
+  }
+  if (!found) return std::optional<LauncherPlace>();
+  if (!found->ok()) return found->status();
+  return std::optional<LauncherPlace>(std::move(*found).value());
+}
+
+}  // namespace ringsync::client

@@ -1,0 +1,40 @@
+#include "service/cluster/data_plane.h"
+
+#include <cstring>
+
+#include "service/thread_cpus.h"
+#include "service/transport/ucx_transport.h"
+
+namespace ringsync::service::cluster {
+
+UcxDataPlane::UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus)
+    : options_(std::move(options)), cpus_(std::move(cpus)) {}
+
+Result<std::vector<std::uint8_t>> UcxDataPlane::open() {
+  context_.reset();
+  auto ucx = [&] {
+    ThreadCpusScope spread(cpus_);  // UCX's own threads
+    return transport::UcxContext::create(options_);
+  }();
+  if (!ucx.ok()) return Status::Internal("cannot start UCX: " + ucx.status().message());
+  context_ = std::move(ucx).value();
+  const auto& address = context_->address();
+  std::vector<std::uint8_t> bytes(address.size());
+  std::memcpy(bytes.data(), address.data(), address.size());
+  return bytes;
+}
+
+Result<std::unique_ptr<transport::Transport>> UcxDataPlane::connect(
+    int rank, const std::vector<std::vector<std::uint8_t>>& addresses) {
+  if (!context_) return Status::Internal("the UCX endpoint was not opened");
+  std::vector<std::vector<std::byte>> peers(addresses.size());
+  for (std::size_t r = 0; r < addresses.size(); ++r) {
+    peers[r].resize(addresses[r].size());
+    std::memcpy(peers[r].data(), addresses[r].data(), addresses[r].size());
+  }
+  auto created = transport::UcxTransport::create(std::move(context_), rank, std::move(peers));
+  if (!created.ok()) return created.status();
+  return std::unique_ptr<transport::Transport>(std::move(created).value());
+}
+
+}  // namespace ringsync::service::cluster

@@ -1,0 +1,44 @@
+// How a forming ring gets its data plane: a fresh endpoint whose address goes
+// into the roster, then, once every node's address is known, the Transport of
+// the ring. UCX between daemons; the tests plug an in-process fabric in here
+// to run the whole job ring without UCX.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "service/transport/transport.h"
+#include "service/transport/ucx_context.h"
+
+namespace ringsync::service::cluster {
+
+class DataPlane {
+ public:
+  virtual ~DataPlane() = default;
+  // A new endpoint for the next ring; its address, to send to the other nodes.
+  virtual Result<std::vector<std::uint8_t>> open() = 0;
+  // The ring's transport, node `rank` of addresses.size(), from the endpoint
+  // open() made and every node's address (by node rank).
+  virtual Result<std::unique_ptr<transport::Transport>> connect(
+      int rank, const std::vector<std::vector<std::uint8_t>>& addresses) = 0;
+};
+
+// UCX: a UcxContext (context and worker) per ring, then a UcxTransport.
+class UcxDataPlane final : public DataPlane {
+ public:
+  // cpus: where UCX's own threads run (service/thread_cpus.h); empty: anywhere.
+  UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus);
+  Result<std::vector<std::uint8_t>> open() override;
+  Result<std::unique_ptr<transport::Transport>> connect(
+      int rank, const std::vector<std::vector<std::uint8_t>>& addresses) override;
+
+ private:
+  transport::UcxOptions options_;
+  std::vector<int> cpus_;
+  std::unique_ptr<transport::UcxContext> context_;
+};
+
+}  // namespace ringsync::service::cluster

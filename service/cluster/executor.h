@@ -1,0 +1,99 @@
+// Runs the planned operations of one job's ring on this node, in plan order:
+// gather the local ranks' data into the ring buffer (WorkPool), run the ring
+// (RingEngine), copy the result back to every local rank (WorkPool), answer
+// them. Up to kMaxInFlight operations overlap (tags keep their messages
+// apart). Knows nothing of negotiation or of how the ring was formed: it is
+// handed an engine when a ring forms and told when it is lost.
+// Control thread only; the engine's and the pool's completions come back
+// through the io_context.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "common/status.h"
+#include "service/cluster/control_plane.h"
+#include "service/cluster/job_spec.h"
+#include "service/cluster/ring_engine.h"
+#include "service/cluster/staging_buffers.h"
+#include "service/daemon_config.h"
+#include "service/daemon_metrics.h"
+#include "service/work_pool.h"
+
+namespace ringsync::service {
+class Timeline;
+}
+
+namespace ringsync::service::cluster {
+
+class NodeOperation;
+
+class Executor {
+ public:
+  static constexpr std::size_t kMaxInFlight = 2;
+
+  struct Hooks {
+    std::function<void(PendingCollective&, const Status&, std::string_view error_kind)> fail;
+    std::function<void(PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
+    // A ring operation failed on this node: every node must start over.
+    std::function<void(const Status&)> lose;
+    // The last queued or running operation finished (idle() is now true).
+    std::function<void()> idle;
+  };
+
+  Executor(boost::asio::io_context& io, const JobSpec& job, const ClusterConfig& settings, WorkPool& pool,
+           DaemonMetrics& metrics, Timeline* timeline, Hooks hooks);
+  ~Executor();
+
+  // A ring formed: operations of this epoch run on `engine` (valid until lost()).
+  void formed(std::uint64_t epoch, RingEngine* engine);
+  // The ring is gone: queued operations fail with `why` now; running ones fail
+  // through their engine's callbacks.
+  void lost(const Status& why);
+
+  void submit(std::shared_ptr<PlannedOperation> operation);
+  // Nothing queued and nothing running.
+  bool idle() const { return in_flight_ == 0 && queued_.empty(); }
+  // A ring operation running for longer than `timeout`: why the ring is stuck.
+  std::optional<Status> stuck(Clock::time_point now, Clock::duration timeout) const;
+
+ private:
+  struct Running {
+    std::shared_ptr<PlannedOperation> planned;
+    std::shared_ptr<NodeOperation> work;
+    std::uint64_t epoch = 0;  // the ring it was planned on
+    Clock::time_point started;
+  };
+
+  void start_operations();
+  void begin(std::shared_ptr<Running> running);
+  void run_ring(std::shared_ptr<Running> running);
+  void scatter(std::shared_ptr<Running> running);
+  void complete(std::shared_ptr<Running> running, const Status& status);
+
+  boost::asio::io_context& io_;
+  const JobSpec& job_;
+  const ClusterConfig& settings_;
+  WorkPool& pool_;
+  DaemonMetrics& metrics_;
+  Timeline* timeline_;
+  Hooks hooks_;
+  // Ring buffers of fused and in-place operations, kept up to one fusion
+  // buffer's worth between operations.
+  std::shared_ptr<StagingBuffers> staging_;
+
+  bool formed_ = false;
+  std::uint64_t epoch_ = 0;
+  RingEngine* engine_ = nullptr;
+  Status last_loss_ = Status::Ok();
+  std::deque<std::shared_ptr<Running>> queued_;
+  std::size_t in_flight_ = 0;
+  std::map<std::uint32_t, Clock::time_point> active_;  // by sequence: started ring operations
+};
+
+}  // namespace ringsync::service::cluster

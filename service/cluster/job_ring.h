@@ -1,0 +1,125 @@
+// This daemon's part in one multi-node job (docs/cluster.md): the job's
+// Membership (forming the ring, its links and epochs), its Negotiator (which
+// ready tensors run in which order; node 0 coordinates) and its Executor (local
+// reduce → ring over UCX → copy back to every local rank), wired together.
+// Each job of the daemon has one; they share only the daemon's control port,
+// work pool and metrics registry.
+//
+// Runs on the daemon's control thread, except the ring itself (RingEngine's
+// thread) and the memory work (WorkPool).
+#pragma once
+
+#include <utility>  // Asio 1.18 needs std::exchange declared first
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "service/cluster/executor.h"
+#include "service/cluster/job_spec.h"
+#include "service/cluster/membership.h"
+#include "service/cluster/negotiator.h"
+#include "service/daemon_config.h"
+#include "service/daemon_metrics.h"
+#include "service/pending_collective.h"
+#include "service/work_pool.h"
+
+namespace ringsync::service {
+class Timeline;
+}
+
+namespace ringsync::service::cluster {
+
+class ControlListener;
+
+class JobRing {
+ public:
+  struct Hooks {
+    // Answers every rank of a collective with an error (and counts it).
+    std::function<void(PendingCollective&, const Status&, std::string_view error_kind)> fail;
+    // Answers every rank with success; `ready` is when the node had it ready,
+    // `ranks` the ranks of the whole job (for bus bandwidth).
+    std::function<void(PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
+    // The ring was lost, or a rank of the job left (on any node): the local
+    // job must fail what it holds and refuse more.
+    std::function<void(const Status&)> ring_lost;
+    // The ring closed quietly: the job's run ended on every node.
+    std::function<void()> finished;
+  };
+
+  // `data_plane` null: UCX with the settings' transports.
+  JobRing(boost::asio::io_context& io, JobSpec job, const ClusterConfig& settings, ControlListener* listener,
+          WorkPool& pool, DaemonMetrics& metrics, Timeline* timeline, Hooks hooks,
+          std::unique_ptr<DataPlane> data_plane = nullptr);
+  ~JobRing();
+  JobRing(const JobRing&) = delete;
+  JobRing& operator=(const JobRing&) = delete;
+
+  // Starts forming the ring (node 0: takes the job's hellos from the control port).
+  Status start();
+  // For good: fails everything with `why`; the other nodes are told `goodbye`.
+  void stop(const Status& why, const Status& goodbye);
+  // Nothing of this ring is left in the pool or an engine: it may be destroyed.
+  bool done() const;
+
+  // A rank of the job on this node left (exited, died, was found stopped):
+  // no collective of the run can complete any more. Every node is told
+  // through node 0, which relays the first such notice of a run after the
+  // plans it already made; every node then fails the tensors still waiting
+  // (and later ones) with `why`, while operations already planned finish.
+  // Once every node's ranks have left, node 0 closes the ring quietly (a
+  // pre-configured job's ring forms again for the next run).
+  void rank_left(std::uint32_t global_rank, const Status& why);
+  // How many of the job's ranks are connected to this node now.
+  void set_local_ranks(std::size_t connected);
+  // A run of the job was broken (a rank left) and not yet closed everywhere.
+  bool broken() const { return broken_.has_value(); }
+  // Tensors ready here and waiting for the other nodes (incl. timed out ones).
+  bool has_waiting() const { return negotiator_.has_waiting(); }
+
+  // Every local rank submitted this collective: negotiate it with the others.
+  void local_ready(PendingCollective collective);
+  // Periodic: stall report (coordinator), collective timeout of tensors the
+  // other nodes never got ready and of stuck ring operations, link bandwidth.
+  // Returns the number of tensors stalled across nodes.
+  std::size_t sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout);
+
+  const JobSpec& job() const { return job_; }
+  std::uint32_t node_rank() const { return job_.node_rank; }
+  std::uint32_t num_nodes() const { return job_.num_nodes; }
+  std::uint32_t slots() const { return job_.slots; }
+  const std::string& job_id() const { return job_.id; }
+  bool formed() const { return membership_->formed(); }
+
+ private:
+  void on_formed(std::uint64_t epoch);
+  void on_lost(const Status& why, bool quiet);
+  void on_message(std::uint32_t from, peer_wire::Message message);
+  // Node 0: the first notice of a run breaks it everywhere.
+  void break_everywhere(const peer_wire::RankLeft& notice);
+  void apply_break(const Status& why);
+  void check_drained();
+  void maybe_finish();
+
+  JobSpec job_;  // first: the parts below refer to it
+  const ClusterConfig& settings_;
+  Hooks hooks_;
+  bool stopping_ = false;
+  // The current run's break: why, whether this node's ranks have all left
+  // since (and when), and on node 0 which workers said so.
+  std::optional<Status> broken_;
+  bool notice_sent_ = false;  // a worker's notice is on its way to node 0
+  bool drained_ = false;
+  Clock::time_point drained_at_;
+  std::vector<bool> drained_nodes_;
+  std::size_t local_ranks_ = 0;
+  // A rank that left while the ring was between runs: told to the next ring.
+  std::optional<std::pair<std::uint32_t, Status>> unsent_notice_;
+  Executor executor_;
+  Negotiator negotiator_;
+  std::shared_ptr<Membership> membership_;
+};
+
+}  // namespace ringsync::service::cluster

@@ -1,0 +1,326 @@
+// Forming a job's ring, and tearing it down when a node is lost.
+#include "service/cluster/membership.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/log.h"
+#include "service/cluster/control_listener.h"
+#include "service/thread_cpus.h"
+
+namespace ringsync::service::cluster {
+
+namespace asio = boost::asio;
+
+namespace {
+// Pause between a failed or lost ring and the next attempt, so that a node
+// that keeps failing does not spin, and the others notice the loss first.
+constexpr auto kReformPause = std::chrono::milliseconds(200);
+constexpr auto kMaxReformPause = std::chrono::milliseconds(5000);
+}  // namespace
+
+Membership::Membership(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings,
+                       ControlListener* listener, std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics,
+                       Hooks hooks)
+    : io_(io),
+      job_(job),
+      settings_(settings),
+      listener_(listener),
+      data_plane_(std::move(data_plane)),
+      metrics_(metrics),
+      hooks_(std::move(hooks)),
+      wake_formation_(io) {}
+
+Membership::~Membership() = default;
+
+Status Membership::start() {
+  if (job_.node_rank == 0 && job_.num_nodes > 1) {
+    if (!listener_)
+      return Status::InvalidArgument("this ringsyncd is node 0 of job '" + job_.id +
+                                     "' but has no control port for the other nodes; start it with "
+                                     "--control-address HOST:PORT");
+    std::weak_ptr<Membership> weak = weak_from_this();
+    route_ = listener_->route(job_.id, [weak](const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
+      if (auto self = weak.lock()) self->on_hello(link, hello);
+    });
+  }
+  asio::co_spawn(io_, formation_loop(shared_from_this()), asio::detached);
+  return Status::Ok();
+}
+
+void Membership::stop(const Status& why) {
+  if (stopping_) return;
+  stopping_ = true;
+  if (listener_ && route_) listener_->unroute(job_.id, route_);
+  // The other nodes learn which node went away.
+  if (formed_) lose(why);  // no hook runs once stopping
+  stop_->request();
+  wake_formation_.cancel();
+  for (auto& e : early_)
+    if (auto link = e.link.lock()) link->close(why);
+  early_.clear();
+}
+
+bool Membership::settled() const {
+  for (const auto& engine : retired_)
+    if (engine->outstanding() > 0) return false;
+  return !engine_ || engine_->outstanding() == 0;
+}
+
+BootstrapConfig Membership::bootstrap_config(std::vector<std::uint8_t> ucx_address) const {
+  BootstrapConfig bc;
+  bc.job_id = job_.id;
+  bc.token = job_.token;
+  bc.node_rank = job_.node_rank;
+  bc.slots = job_.slots;
+  bc.nodes = job_.nodes;
+  bc.ucx_address = std::move(ucx_address);
+  bc.join_timeout = settings_.join_timeout;
+  bc.epoch = next_epoch_;
+  bc.ring_chunk_bytes = settings_.ring_chunk_bytes;
+  bc.response_cache = static_cast<std::uint32_t>(settings_.response_cache_capacity);
+  bc.inline_bytes = settings_.inline_bytes;
+  return bc;
+}
+
+asio::awaitable<void> Membership::formation_loop(std::shared_ptr<Membership> /*keepalive*/) {
+  // Attempts that fail (a node refuses this one, or never comes) back off, so
+  // a misconfigured node does not flood the logs of both.
+  auto pause = kReformPause;
+  while (!stopping_) {
+    Status failed = Status::Ok();
+    auto address = data_plane_->open();
+    if (!address.ok()) {
+      failed = address.status();
+    } else {
+      BootstrapConfig bc = bootstrap_config(std::move(address).value());
+      Result<Joined> joined = Status::Closed("not started");
+      if (job_.node_rank == 0) {
+        gathering_ = std::make_shared<Gathering>(io_.get_executor(), bc);
+        for (auto& e : std::exchange(early_, {}))
+          if (auto link = e.link.lock(); link && !link->closed()) gathering_->offer(link, e.hello);
+        joined = co_await gathering_->wait(stop_);
+        gathering_.reset();
+      } else {
+        joined = co_await join(bc, stop_);
+      }
+      if (stopping_) {
+        if (joined.ok()) {
+          for (auto& link : joined->workers)
+            if (link) link->close(Status::Closed("ringsyncd is shutting down"));
+          if (joined->coordinator) joined->coordinator->close(Status::Closed("ringsyncd is shutting down"));
+        }
+        break;
+      }
+      failed = joined.ok() ? form(std::move(joined).value()) : joined.status();
+    }
+    if (stopping_) break;
+    boost::system::error_code ec;
+    if (!failed.ok()) {
+      pause = std::min<std::chrono::milliseconds>(pause * 2, kMaxReformPause);
+      RS_LOG(warn, "ring") << "forming the ring of job '" << job_.id << "' failed: " << failed.message()
+                           << "; trying again";
+      metrics_.error("ring_formation");
+      if (hooks_.attempt_failed && !stopping_) hooks_.attempt_failed(failed);
+    } else {
+      pause = kReformPause;
+      // Formed: sleep until lose() wakes us.
+      wake_formation_.expires_at(asio::steady_timer::time_point::max());
+      co_await wake_formation_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      if (stopping_ || !reform_) break;
+    }
+    wake_formation_.expires_after(pause);
+    co_await wake_formation_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  ended_ = true;
+  if (listener_ && route_) listener_->unroute(job_.id, route_);
+}
+
+Status Membership::form(Joined joined) {
+  const int n = static_cast<int>(job_.num_nodes);
+  auto transport = data_plane_->connect(static_cast<int>(job_.node_rank), joined.ucx_addresses);
+  if (!transport.ok()) {
+    for (auto& link : joined.workers)
+      if (link) link->close(transport.status());
+    if (joined.coordinator) joined.coordinator->close(transport.status());
+    return transport.status();
+  }
+  link_counters_ = std::make_shared<transport::LinkCounters>(n);
+  last_link_bytes_.assign(2 * static_cast<std::size_t>(n), 0);
+  last_link_sample_ = Clock::now();
+  auto counting = std::make_unique<transport::CountingTransport>(std::move(transport).value(), link_counters_);
+  {
+    ThreadCpusScope spread(settings_.thread_cpus);  // the ring's thread
+    engine_ = std::make_unique<RingEngine>(
+        std::move(counting), [&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); },
+        settings_.busy_poll);
+  }
+
+  ++generation_;
+  epoch_ = joined.epoch;
+  next_epoch_ = epoch_ + 1;
+  formed_ = true;
+  const std::uint64_t generation = generation_;
+  auto wire = [this, generation](std::uint32_t node, const std::shared_ptr<PeerLink>& link) {
+    link->set_handlers(
+        [this, node, generation](peer_wire::Message m) {
+          if (formed_ && generation_ == generation) on_peer_message(node, std::move(m));
+        },
+        [this, node, generation](const Status& why) {
+          if (formed_ && generation_ == generation) on_link_closed(node, why);
+        });
+    link->start_heartbeats(settings_.heartbeat_interval, settings_.peer_timeout);
+  };
+  if (job_.node_rank == 0) {
+    worker_links_ = std::move(joined.workers);
+    for (std::uint32_t r = 1; r < worker_links_.size(); ++r)
+      if (worker_links_[r]) wire(r, worker_links_[r]);
+  } else {
+    coordinator_link_ = std::move(joined.coordinator);
+    wire(0, coordinator_link_);
+  }
+  metrics_.ring_epoch.with().set(static_cast<double>(epoch_));
+  metrics_.ring_nodes.with().set(static_cast<double>(n));
+  RS_LOG(info, "ring") << "ring of job '" << job_.id << "' formed: " << n << " node(s), epoch " << epoch_;
+  if (hooks_.formed && !stopping_) hooks_.formed(epoch_);
+  return Status::Ok();
+}
+
+void Membership::send(std::uint32_t node, const peer_wire::Message& message) {
+  if (!formed_) return;
+  if (job_.node_rank == 0) {
+    if (node < worker_links_.size() && worker_links_[node]) worker_links_[node]->send(message);
+  } else if (node == 0 && coordinator_link_) {
+    coordinator_link_->send(message);
+  }
+}
+
+void Membership::on_link_closed(std::uint32_t node, const Status& why) {
+  lose(Status::PeerLost(node_name(node) + " of job '" + job_.id + "' was lost: " + why.message()));
+}
+
+void Membership::on_peer_message(std::uint32_t from, peer_wire::Message message) {
+  if (auto* goodbye = std::get_if<peer_wire::Goodbye>(&message)) {
+    if (goodbye->finished && from == 0) {
+      lose(Status::Closed(goodbye->reason), /*quiet=*/true);
+      return;
+    }
+    // The coordinator relays why the ring ended (e.g. another node was lost).
+    lose(Status::PeerLost(from == 0 && job_.node_rank != 0 ? goodbye->reason
+                                                            : node_name(from) + " left the ring: " + goodbye->reason));
+    return;
+  }
+  if (hooks_.message && !stopping_) hooks_.message(from, std::move(message));
+}
+
+void Membership::lose(const Status& why) { lose(why, false); }
+
+void Membership::finish(const Status& why) {
+  if (!formed_ || job_.node_rank != 0) return;
+  for (auto& link : worker_links_)
+    if (link) link->goodbye(why, /*finished=*/true);
+  worker_links_.clear();
+  lose(why, true);
+}
+
+void Membership::lose(const Status& why, bool quiet) {
+  if (!formed_) return;
+  formed_ = false;
+  const char* next = reform_ && !stopping_ ? "forming the ring again" : "the ring is closed";
+  if (quiet || why.code() == StatusCode::kClosed) {
+    RS_LOG(info, "ring") << why.message() << "; " << next;
+  } else {
+    RS_LOG(error, "ring") << why.message() << "; failing the job's collectives; " << next;
+  }
+  metrics_.ring_nodes.with().set(0);
+  if (!quiet) {
+    metrics_.peers_lost.with().inc();
+    metrics_.error("peer_lost");
+  }
+  // Tell the others first: the coordinator relays the reason to every worker.
+  for (auto& link : worker_links_)
+    if (link) link->goodbye(why);
+  if (coordinator_link_) coordinator_link_->goodbye(why);
+  worker_links_.clear();
+  coordinator_link_.reset();
+  // In-flight ring operations fail with `why` through their engine callbacks;
+  // the engine lives until they have (settled()).
+  if (engine_) {
+    engine_->abort(why);
+    retired_.push_back(std::move(engine_));
+  }
+  std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
+  if (hooks_.lost && !stopping_) hooks_.lost(why, quiet);
+  wake_formation_.cancel();
+}
+
+void Membership::on_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
+  if (stopping_) {
+    link->close(Status::Closed("the job is ending"));
+  } else if (formed_) {
+    on_late_hello(link, hello);
+  } else if (gathering_ && !gathering_->finished()) {
+    gathering_->offer(link, hello);
+  } else {
+    // Between attempts: the next one takes it (at most a few per node).
+    std::erase_if(early_, [](const Early& e) {
+      auto l = e.link.lock();
+      return !l || l->closed();
+    });
+    if (early_.size() >= 2 * static_cast<std::size_t>(job_.num_nodes)) {
+      link->close(Status::Closed("the ring is re-forming"));
+      return;
+    }
+    early_.push_back({link, hello});
+  }
+}
+
+void Membership::on_late_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
+  BootstrapConfig bc = bootstrap_config({});
+  std::string why = hello_refusal(bc, hello);
+  // A killed daemon's connection closes at once (the ring is then already
+  // re-forming), so a hello for a node whose link is alive comes from a second
+  // daemon claiming the same rank: refuse it rather than break the ring.
+  if (why.empty() && hello.node_rank < worker_links_.size() && worker_links_[hello.node_rank] &&
+      !worker_links_[hello.node_rank]->closed())
+    why = node_name(hello.node_rank) + " is already in the ring (two daemons with one node rank?)";
+  if (!why.empty()) {
+    RS_LOG(warn, "ring") << "refused " << link->peer_name() << ": " << why;
+    metrics_.error("peer_refused");
+    link->send(peer_wire::PeerHelloReply{false, why, 0, {}, 0});
+    link->goodbye(Status::InvalidArgument(why));
+    return;
+  }
+  // A node of this ring whose link is gone says hello again: form the ring
+  // anew, and the next attempt takes this hello.
+  early_.push_back({link, hello});
+  lose(Status::PeerLost(node_name(hello.node_rank) + " of job '" + job_.id + "' restarted (it asked to join again)"));
+}
+
+void Membership::sample_links(Clock::time_point now) {
+  std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
+  if (!link_counters_) return;
+  const double seconds = std::chrono::duration<double>(now - last_link_sample_).count();
+  const std::size_t n = link_counters_->sent.size();
+  for (std::size_t peer = 0; peer < n; ++peer) {
+    if (peer == job_.node_rank) continue;
+    const std::string label = std::to_string(peer);
+    const std::uint64_t sent = link_counters_->sent[peer].load(std::memory_order_relaxed);
+    const std::uint64_t received = link_counters_->received[peer].load(std::memory_order_relaxed);
+    metrics_.link_bytes.with({label, "tx"}).inc(static_cast<double>(sent - last_link_bytes_[peer]));
+    metrics_.link_bytes.with({label, "rx"}).inc(static_cast<double>(received - last_link_bytes_[n + peer]));
+    if (seconds > 0) {
+      metrics_.link_bandwidth.with({label, "tx"}).set(static_cast<double>(sent - last_link_bytes_[peer]) / seconds);
+      metrics_.link_bandwidth.with({label, "rx"})
+          .set(static_cast<double>(received - last_link_bytes_[n + peer]) / seconds);
+    }
+    last_link_bytes_[peer] = sent;
+    last_link_bytes_[n + peer] = received;
+  }
+  last_link_sample_ = now;
+}
+
+}  // namespace ringsync::service::cluster
