@@ -193,9 +193,12 @@ std::string Daemon::rank_name(const ClientSession& session) const {
            who.job_id + "'";
   const cluster::JobSpec& job = it->second.ring->job();
   const std::uint64_t global = std::uint64_t{job.node_rank} * job.slots + who.local_rank;
-  return "rank " + std::to_string(global) + " of job '" + who.job_id + "' (" +
-         cluster::node_name(job, job.node_rank) + ", local rank " + std::to_string(who.local_rank) + ", pid " +
-         std::to_string(who.pid) + ")";
+  const std::string node = job.node_rank < job.nodes.size()
+                               ? "node " + std::to_string(job.node_rank) + " at " +
+                                     cluster::control_address(job.nodes[job.node_rank])
+                               : "node " + std::to_string(job.node_rank);
+  return "rank " + std::to_string(global) + " of job '" + who.job_id + "' (" + node + ", local rank " +
+         std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) + ")";
 }
 
 void Daemon::rank_left(const ClientSession& session, const Status& why) {

@@ -103,20 +103,21 @@ void ClusterFixture::start_node(int i) {
   node.logs.push_back(log);
   std::filesystem::remove(node.ready);
   std::vector<std::string> argv = node.place.launcher;
-  const std::vector<std::string> daemon = {bin("ringsyncd"),
-                                           "--socket", node.socket,
-                                           "--metrics-address", "127.0.0.1:0",
-                                           "--ready-file", node.ready,
-                                           "--log-level", "debug",
-                                           "--hostfile", hostfile_,
-                                           "--node-rank", std::to_string(i),
-                                           "--control-address", control_address(i),
-                                           "--job-id", options_.job_id,
-                                           "--job-token", token_,
-                                           "--heartbeat-interval", "100ms",
-                                           "--peer-timeout", "1s",
-                                           // Ranks that disagree fail in seconds, not minutes.
-                                           "--collective-timeout", "30s"};
+  std::vector<std::string> daemon = {bin("ringsyncd"),
+                                     "--socket", node.socket,
+                                     "--metrics-address", "127.0.0.1:0",
+                                     "--ready-file", node.ready,
+                                     "--log-level", "debug",
+                                     "--control-address", control_address(i),
+                                     "--heartbeat-interval", "100ms",
+                                     "--peer-timeout", "1s",
+                                     // Ranks that disagree fail in seconds, not minutes.
+                                     "--collective-timeout", "30s"};
+  if (!options_.service) {
+    const std::vector<std::string> job = {"--hostfile", hostfile_, "--node-rank", std::to_string(i),
+                                          "--job-id", options_.job_id, "--job-token", token_};
+    daemon.insert(daemon.end(), job.begin(), job.end());
+  }
   argv.insert(argv.end(), daemon.begin(), daemon.end());
   argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   node.process = spawn(argv, {}, log);
@@ -210,25 +211,51 @@ std::string ClusterFixture::stop_all() {
   return problems;
 }
 
-std::map<std::string, std::string> ClusterFixture::rank_env(int node, int local_rank) const {
-  return {{"RINGSYNC_SOCKET", socket(node)},
-          {"RINGSYNC_JOB_ID", job_id()},
-          {"RINGSYNC_LOCAL_RANK", std::to_string(local_rank)},
-          {"RINGSYNC_LOCAL_SIZE", std::to_string(local_size())},
-          {"RINGSYNC_RANK", std::to_string(node * local_size() + local_rank)},
-          {"RINGSYNC_SIZE", std::to_string(world_size())}};
+std::string ClusterFixture::node_list() const {
+  std::string list;
+  for (int i = 0; i < nodes(); ++i) list += (i ? "," : "") + control_address(i);
+  return list;
+}
+
+ClusterFixture::JobRun ClusterFixture::default_job() const {
+  return JobRun{options_.job_id, options_.local_size, token_ + "-" + options_.job_id};
+}
+
+std::map<std::string, std::string> ClusterFixture::rank_env(int node, int local_rank, const JobRun& job) const {
+  std::map<std::string, std::string> env = {
+      {"RINGSYNC_SOCKET", socket(node)},
+      {"RINGSYNC_JOB_ID", job.job_id},
+      {"RINGSYNC_LOCAL_RANK", std::to_string(local_rank)},
+      {"RINGSYNC_LOCAL_SIZE", std::to_string(job.local_size)},
+      {"RINGSYNC_RANK", std::to_string(node * job.local_size + local_rank)},
+      {"RINGSYNC_SIZE", std::to_string(nodes() * job.local_size)}};
+  if (options_.service) {
+    env["RINGSYNC_NODES"] = node_list();
+    env["RINGSYNC_NODE_RANK"] = std::to_string(node);
+    env["RINGSYNC_JOB_TOKEN"] = job.token;
+  }
+  return env;
 }
 
 RankGroup::RankGroup(ClusterFixture& cluster, const std::string& tag)
-    : cluster_(cluster), dir_(cluster.dir().file(tag)) {
+    : RankGroup(cluster, tag, cluster.default_job()) {}
+
+RankGroup::RankGroup(ClusterFixture& cluster, const std::string& tag, ClusterFixture::JobRun job)
+    : cluster_(cluster), job_(std::move(job)), dir_(cluster.dir().file(tag)) {
   std::filesystem::create_directories(dir_);
+}
+
+void RankGroup::signal(int index, int sig) {
+  Rank& rank = ranks_.at(index);
+  rank.process.signal(sig);
+  if (sig == SIGKILL) rank.process.wait(10s);
 }
 
 void RankGroup::start(int node, int local_rank, const std::vector<std::string>& scenario) {
   std::vector<std::string> argv = cluster_.launcher(node);
   argv.push_back(bin("ringsync-test-rank"));
   argv.insert(argv.end(), scenario.begin(), scenario.end());
-  auto env = cluster_.rank_env(node, local_rank);
+  auto env = cluster_.rank_env(node, local_rank, job_);
   env["RINGSYNC_TEST_MARK_DIR"] = dir_;
   // A rank gives up on its own a little before the tests' usual 120 s, saying
   // which collective is still pending, rather than being killed silently.
@@ -243,7 +270,7 @@ void RankGroup::start(int node, int local_rank, const std::vector<std::string>& 
 
 void RankGroup::start_all(const std::vector<std::string>& scenario) {
   for (int node = 0; node < cluster_.nodes(); ++node)
-    for (int r = 0; r < cluster_.local_size(); ++r) start(node, r, scenario);
+    for (int r = 0; r < job_.local_size; ++r) start(node, r, scenario);
 }
 
 bool RankGroup::wait_marks(const std::string& what, std::chrono::milliseconds timeout,
@@ -252,7 +279,7 @@ bool RankGroup::wait_marks(const std::string& what, std::chrono::milliseconds ti
   for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
     if (!which.empty() && std::find(which.begin(), which.end(), i) == which.end()) continue;
     const Rank& rank = ranks_[i];
-    const int global = rank.node * cluster_.local_size() + rank.local_rank;
+    const int global = rank.node * job_.local_size + rank.local_rank;
     const std::string path = dir_ + "/" + what + "." + std::to_string(global);
     while (!std::filesystem::exists(path)) {
       if (std::chrono::steady_clock::now() > deadline) return false;
@@ -304,7 +331,7 @@ std::string RankGroup::report(std::size_t tail_bytes) const {
   std::string text;
   for (const auto& rank : ranks_) {
     text += "node " + std::to_string(rank.node) + " rank " + std::to_string(rank.local_rank) +
-            " (global " + std::to_string(rank.node * cluster_.local_size() + rank.local_rank) +
+            " (global " + std::to_string(rank.node * job_.local_size + rank.local_rank) +
             "): " +
             (!rank.code       ? std::string("not waited for")
              : *rank.code < 0 ? std::string("still running at the deadline, killed")

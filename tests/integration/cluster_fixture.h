@@ -46,13 +46,18 @@ struct ClusterOptions {
   std::vector<std::string> extra_flags;  // appended to every daemon's command line
   std::vector<NodePlace> places;         // one per node; empty: loopback
   std::string job_id = "cluster";
+  // false: the daemons are pre-configured with the job (--hostfile ...);
+  // true: they start with no job at all, and the trainers describe theirs
+  // (RINGSYNC_NODES, RINGSYNC_NODE_RANK, RINGSYNC_JOB_TOKEN).
+  bool service = false;
 };
 
-// Each daemon runs with --hostfile (127.0.0.1:PORT slots=L per node, or the
-// given places), its own --socket, --metrics-address 127.0.0.1:0, --ready-file,
-// the shared --job-id and --job-token, --heartbeat-interval 100ms,
-// --peer-timeout 1s, --collective-timeout 30s, --log-level debug, then the
-// test's extra flags (a flag given again there wins).
+// Each daemon runs with its own --socket, --metrics-address 127.0.0.1:0,
+// --ready-file, --control-address, --heartbeat-interval 100ms,
+// --peer-timeout 1s, --collective-timeout 30s, --log-level debug; unless
+// `service`, --hostfile (127.0.0.1:PORT slots=L per node, or the given
+// places), the shared --job-id and --job-token; then the test's extra flags
+// (a flag given again there wins).
 class ClusterFixture {
  public:
   // Starts every daemon and waits (30 s at most) for their ready files; throws
@@ -89,9 +94,26 @@ class ClusterFixture {
   // Stops every node not killed by the test; "" when all exited 0, else what did not.
   std::string stop_all();
 
-  // A trainer's environment on `node` as `local_rank`. RINGSYNC_RANK and
-  // RINGSYNC_SIZE are for information: the client learns its node from the daemon.
-  std::map<std::string, std::string> rank_env(int node, int local_rank) const;
+  bool service() const { return options_.service; }
+  // "host:port,..." of every daemon's control port, by node rank.
+  std::string node_list() const;
+
+  // One job on these daemons, as its trainers see it.
+  struct JobRun {
+    std::string job_id;
+    int local_size = 1;
+    std::string token;  // the job's RINGSYNC_JOB_TOKEN (service daemons)
+  };
+  // The fixture's own job: its job id and local size.
+  JobRun default_job() const;
+  // A trainer's environment on `node` as `local_rank` of `job`. RINGSYNC_RANK and
+  // RINGSYNC_SIZE are for information: the client learns its node from the
+  // daemon. With service daemons the job is described: RINGSYNC_NODES,
+  // RINGSYNC_NODE_RANK, RINGSYNC_JOB_TOKEN.
+  std::map<std::string, std::string> rank_env(int node, int local_rank, const JobRun& job) const;
+  std::map<std::string, std::string> rank_env(int node, int local_rank) const {
+    return rank_env(node, local_rank, default_job());
+  }
 
  private:
   enum class State { kRunning, kPaused, kKilled, kStopped };
@@ -117,6 +139,8 @@ class ClusterFixture {
 class RankGroup {
  public:
   RankGroup(ClusterFixture& cluster, const std::string& tag);
+  // The ranks of another job on the same daemons.
+  RankGroup(ClusterFixture& cluster, const std::string& tag, ClusterFixture::JobRun job);
 
   void start(int node, int local_rank, const std::vector<std::string>& scenario);
   void start_all(const std::vector<std::string>& scenario);  // every node, every local rank
@@ -133,6 +157,10 @@ class RankGroup {
   // "node 1 rank 0 (global 2): exit 10" lines plus the tail of every rank's log.
   std::string report(std::size_t tail_bytes = 3000) const;
   std::size_t size() const { return ranks_.size(); }
+  // Sends `sig` to the rank (index in start order); SIGKILL also reaps it.
+  void signal(int index, int sig);
+  pid_t pid(int index) const { return ranks_.at(index).process.pid(); }
+  const ClusterFixture::JobRun& job() const { return job_; }
 
  private:
   struct Rank {
@@ -142,6 +170,7 @@ class RankGroup {
     std::optional<int> code;
   };
   ClusterFixture& cluster_;
+  ClusterFixture::JobRun job_;
   std::string dir_;
   std::vector<Rank> ranks_;
 };

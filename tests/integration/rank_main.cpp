@@ -495,6 +495,24 @@ int main(int argc, char** argv) {
     mark("submitted");
     const rs_status_t s = finish(RS_SUCCESS, &req, name.c_str());
     if (s != RS_SUCCESS) code = classify(s, "");
+  } else if (scenario == "verify-loop") {  // verify-loop DTYPE COUNT ITERATIONS: sum allreduces, each checked
+    const auto dtype = ringsync::parse_dtype(arg(2, "f32"));
+    if (!dtype) return rank_exit::kUsage;
+    const std::size_t count = std::strtoull(arg(3, "1024").c_str(), nullptr, 10);
+    const int iterations = std::stoi(arg(4, "10"));
+    for (int i = 0; i < iterations && g_failures == 0; ++i) {
+      check_allreduce(ctx, true, count, *dtype, ringsync::ReduceOp::kSum, i % 2 == 0);
+      if (i == 0) mark("looping");
+    }
+    std::printf("rank %d: %d %s allreduces of %zu elements checked\n", g_rank, iterations,
+                std::string(ringsync::dtype_name(*dtype)).c_str(), count);
+  } else if (scenario == "late") {  // late MS STEPS: rank 0 computes MS before each allreduce, the rest wait
+    const int delay = std::stoi(arg(2, "1000"));
+    const int steps = std::stoi(arg(3, "1"));
+    for (int i = 0; i < steps; ++i) {
+      if (g_rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      check_allreduce(ctx, true, 4099, ringsync::DType::kF32, ringsync::ReduceOp::kSum, false);
+    }
   } else if (scenario == "loop") {  // loop SECONDS EXPECTED_TEXT [COUNT]
     code = scenario_loop(ctx, std::stoi(arg(2, "30")), arg(3, "peer lost"),
                          std::strtoull(arg(4, "262144").c_str(), nullptr, 10));

@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "daemon_fixture.h"
+#include "raw_client.h"
 
 using namespace ringsync::test;
 using namespace std::chrono_literals;
+namespace wire = ringsync::wire;
 
 namespace {
 
@@ -111,4 +113,58 @@ TEST_CASE("SIGTERM answers pending collectives with a clear error, then exits cl
   CHECK_MESSAGE(ranks.children[0].succeeded(30s), read_file(ranks.log(0)));
   CHECK_FALSE(std::filesystem::exists(daemon.socket()));
   ranks.children[1].signal(SIGKILL);
+}
+
+TEST_CASE("a rank that waits but stops sending heartbeats fails its job after --rank-liveness-timeout") {
+  DaemonFixture daemon({"--rank-liveness-timeout", "1s"});
+  RawClient waiting(daemon.socket());
+  RawClient other(daemon.socket());
+  REQUIRE(waiting.connected());
+  REQUIRE(other.connected());
+  waiting.hello("beats", 0, 2);
+  other.hello("beats", 1, 2);
+  wire::Collective barrier;
+  barrier.request_id = 7;
+  barrier.kind = wire::CollectiveKind::kBarrier;
+  barrier.name = "b";
+  waiting.send(barrier);
+  // Says it waits for request 7, then goes silent: a hung process (its
+  // threads no longer run), though not one the kernel shows as stopped.
+  waiting.send(wire::Heartbeat{7});
+  const auto begun = std::chrono::steady_clock::now();
+  auto done = waiting.expect<wire::Completion>();  // the daemon answers it with the verdict
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count();
+  CHECK(done.request_id == 7);
+  CHECK(done.status.code() == ringsync::StatusCode::kPeerLost);
+  CHECK_MESSAGE(done.status.message().find("stopped answering") != std::string::npos, done.status.message());
+  CHECK(took >= 0.9);
+  CHECK(took < 8.0);
+  // The job is failed for its other rank too, naming the silent one.
+  barrier.request_id = 8;
+  other.send(barrier);
+  auto refused = other.expect<wire::Completion>();
+  CHECK(refused.status.code() == ringsync::StatusCode::kPeerLost);
+  CHECK_MESSAGE(refused.status.message().find("local rank 0") != std::string::npos, refused.status.message());
+  CHECK(daemon.running());
+}
+
+TEST_CASE("a rank that said it stopped waiting (Heartbeat 0) may then be silent without failing its job") {
+  // Heartbeat{0}: rs_wait_timeout ran out and it went on with other work.
+  DaemonFixture daemon({"--rank-liveness-timeout", "1s"});
+  RawClient a(daemon.socket());
+  RawClient b(daemon.socket());
+  a.hello("quiet", 0, 2);
+  b.hello("quiet", 1, 2);
+  wire::Collective barrier;
+  barrier.request_id = 3;
+  barrier.kind = wire::CollectiveKind::kBarrier;
+  barrier.name = "q";
+  a.send(barrier);
+  a.send(wire::Heartbeat{3});
+  a.send(wire::Heartbeat{0});
+  std::this_thread::sleep_for(2500ms);
+  barrier.request_id = 4;
+  b.send(barrier);
+  CHECK(b.expect<wire::Completion>().status.ok());
+  CHECK(a.expect<wire::Completion>().status.ok());
 }

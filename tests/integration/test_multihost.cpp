@@ -135,3 +135,32 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: a daemon stopped mid-loop") {
   CHECK_MESSAGE(cluster.running(1), cluster.logs());
   check_all_stop(cluster);
 }
+
+TEST_CASE("multihost: 3 hosts x 2 ranks: a trainer killed mid 64 MiB allreduce fails the job on every host") {
+  REQUIRE_NETNS();
+  NetnsHosts hosts(kHosts);
+  ClusterFixture cluster(on_hosts(hosts));
+  RankGroup ranks(cluster, "trainer-killed");
+  // 16M floats: 64 MiB per allreduce; every rank loops until an error naming rank 3.
+  ranks.start_all({"loop", "90", "rank 3 of job 'multihost'", "16777216"});
+  REQUIRE_MESSAGE(ranks.wait_marks("looping", 90s), ranks.report(), cluster.logs());
+  const int victim = 3;  // host 1, local rank 1; its node-mate and both other hosts must notice
+  const auto killed = std::chrono::steady_clock::now();
+  ranks.signal(victim, SIGKILL);
+  const auto others = ranks.wait(60s, {0, 1, 2, 4, 5});
+  const double detected = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  MESSAGE("every other rank, on all 3 hosts, got its error ", detected, " s after the kill");
+  CHECK_MESSAGE(all_equal(others, rank_exit::kPeerLost),
+                "every other rank should get peer lost naming rank 3 (exit ", rank_exit::kPeerLost, "):\n",
+                ranks.report(), cluster.logs());
+  // A bound that catches only the old wait for --collective-timeout (30 s here).
+  CHECK(detected < 10.0);
+  for (int i = 0; i < kHosts; ++i) CHECK_MESSAGE(cluster.running(i), cluster.logs());
+  // The job runs again on the same daemons.
+  {
+    RankGroup again(cluster, "again");
+    again.start_all({"collectives", "1", "1001"});
+    CHECK_MESSAGE(all_equal(again.wait(120s), 0), again.report(), cluster.logs());
+  }
+  check_all_stop(cluster);
+}
