@@ -119,6 +119,7 @@ struct Goodbye {
   std::uint64_t epoch = 0;
   std::string reason;
   bool finished = false;  // the job's run ended everywhere: close quietly
+  std::int32_t lost_node = -1;  // whom the reason is about; -1: nobody in particular
 };
 
 // A rank of the job left; relayed by node 0 (schemas/peer.fbs).

@@ -47,8 +47,7 @@ std::vector<PendingCollective> Job::leave(std::uint32_t rank, std::optional<std:
 
 Result<std::optional<PendingCollective>> Job::submit(Submission submission) {
   if (broken_)
-    return Status::PeerLost("job '" + id_ + "' cannot run collectives any more: " + *broken_ +
-                            "; restart the job's ranks");
+    return Status::PeerLost(*broken_ + " (job '" + id_ + "' cannot run collectives any more: restart its ranks)");
   const std::string& name = submission.request.name;
   auto [it, inserted] = pending_.try_emplace(name);
   PendingCollective& pending = it->second;

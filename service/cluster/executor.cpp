@@ -95,6 +95,7 @@ void Executor::lost(const Status& why) {
   queued_.clear();
   for (auto& r : queued)
     for (auto& t : r->planned->tensors) hooks_.fail(t, why, "peer_lost");
+  for (auto& r : std::exchange(held_, {})) complete(r, why);
 }
 
 void Executor::submit(std::shared_ptr<PlannedOperation> operation) {
@@ -201,9 +202,13 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
       for (const auto& name : running->planned->op.names)
         timeline_->phase(name, ring_phase(running->planned->op.kind), ring_start, Clock::now());
     if (!status.ok()) {
-      // The first node to see a ring failure tears the ring down for everyone.
-      if (formed_ && running->epoch == epoch_) hooks_.lose(status);
-      complete(running, status);
+      if (formed_ && running->epoch == epoch_) {
+        held_.push_back(running);
+        hooks_.suspect(status);
+        return;
+      }
+      // Aborted by the loss: every rank gets the loss's own words.
+      complete(running, last_loss_.ok() ? status : last_loss_);
       return;
     }
     scatter(running);

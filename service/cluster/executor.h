@@ -40,8 +40,9 @@ class Executor {
   struct Hooks {
     std::function<void(PendingCollective&, const Status&, std::string_view error_kind)> fail;
     std::function<void(PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
-    // A ring operation failed on this node: every node must start over.
-    std::function<void(const Status&)> lose;
+    // A ring operation failed on this node: the ring is over. The operation
+    // waits for the verdict (lost()), which names the node to blame.
+    std::function<void(const Status&)> suspect;
     // The last queued or running operation finished (idle() is now true).
     std::function<void()> idle;
   };
@@ -92,6 +93,7 @@ class Executor {
   RingEngine* engine_ = nullptr;
   Status last_loss_ = Status::Ok();
   std::deque<std::shared_ptr<Running>> queued_;
+  std::vector<std::shared_ptr<Running>> held_;  // failed on the ring, waiting for lost()
   std::size_t in_flight_ = 0;
   std::map<std::uint32_t, Clock::time_point> active_;  // by sequence: started ring operations
 };

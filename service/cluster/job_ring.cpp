@@ -13,7 +13,7 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
       settings_(settings),
       hooks_(std::move(hooks)),
       executor_(io, job_, settings, pool, metrics, timeline,
-                Executor::Hooks{hooks_.fail, hooks_.succeed, [this](const Status& why) { membership_->lose(why); },
+                Executor::Hooks{hooks_.fail, hooks_.succeed, [this](const Status& why) { membership_->suspect(why); },
                                 [this] { check_drained(); }}),
       negotiator_(io, job_, settings, metrics, timeline,
                   Negotiator::Hooks{hooks_.fail, hooks_.succeed,

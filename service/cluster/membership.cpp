@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "service/cluster/control_listener.h"
+#include "service/cluster/local_network.h"
 #include "service/thread_cpus.h"
 
 namespace ringsync::service::cluster {
@@ -32,7 +33,8 @@ Membership::Membership(asio::io_context& io, const JobSpec& job, const ClusterCo
       data_plane_(std::move(data_plane)),
       metrics_(metrics),
       hooks_(std::move(hooks)),
-      wake_formation_(io) {}
+      wake_formation_(io),
+      suspicion_(io) {}
 
 Membership::~Membership() = default;
 
@@ -56,7 +58,7 @@ void Membership::stop(const Status& why) {
   stopping_ = true;
   if (listener_ && route_) listener_->unroute(job_.id, route_);
   // The other nodes learn which node went away.
-  if (formed_) lose(why);  // no hook runs once stopping
+  if (formed_) lose(why, static_cast<std::int32_t>(job_.node_rank));  // no hook runs once stopping
   stop_->request();
   wake_formation_.cancel();
   for (auto& e : early_)
@@ -169,8 +171,9 @@ Status Membership::form(Joined joined) {
         [this, node, generation](peer_wire::Message m) {
           if (formed_ && generation_ == generation) on_peer_message(node, std::move(m));
         },
-        [this, node, generation](const Status& why) {
-          if (formed_ && generation_ == generation) on_link_closed(node, why);
+        [this, node, generation, weak = std::weak_ptr<PeerLink>(link)](const Status& why) {
+          auto self = weak.lock();
+          if (formed_ && generation_ == generation && self) on_link_closed(node, why, *self);
         });
     link->start_heartbeats(settings_.heartbeat_interval, settings_.peer_timeout);
   };
@@ -198,37 +201,78 @@ void Membership::send(std::uint32_t node, const peer_wire::Message& message) {
   }
 }
 
-void Membership::on_link_closed(std::uint32_t node, const Status& why) {
-  lose(Status::PeerLost(node_name(node) + " of job '" + job_.id + "' was lost: " + why.message()));
+std::string Membership::this_node() const {
+  std::string text = "this node (node " + std::to_string(job_.node_rank);
+  if (job_.node_rank < job_.nodes.size()) text += " at " + control_address(job_.nodes[job_.node_rank]);
+  return text + ")";
+}
+
+void Membership::on_link_closed(std::uint32_t node, const Status& why, const PeerLink& link) {
+  const auto self = static_cast<std::int32_t>(job_.node_rank);
+  // The silence or the error may be this node's own doing: say so rather
+  // than blame a healthy peer.
+  if (link.own_stall().count() > 0) {
+    lose(Status::PeerLost(this_node() + " of job '" + job_.id + "' did not run for " +
+                          std::to_string(link.own_stall().count()) +
+                          " ms (it was stopped, or starved of CPU); the other nodes declared it lost "
+                          "and went on without it"),
+         false, self,
+         node_name(job_.node_rank) + " of job '" + job_.id + "' did not run for " +
+             std::to_string(link.own_stall().count()) + " ms (it was stopped, or starved of CPU)");
+    return;
+  }
+  if (auto interface = interface_down(link.local_address())) {
+    lose(Status::PeerLost(this_node() + " of job '" + job_.id + "' is cut off: its network interface " +
+                          *interface + " is down; the other nodes go on without it"),
+         false, self, node_name(job_.node_rank) + " of job '" + job_.id + "' is cut off (its interface " + *interface + " is down)");
+    return;
+  }
+  lose(Status::PeerLost(node_name(node) + " of job '" + job_.id + "' was lost: " + why.message()),
+       static_cast<std::int32_t>(node));
+}
+
+void Membership::suspect(const Status& why) {
+  if (!formed_) return;
+  const std::uint64_t generation = generation_;
+  suspicion_.expires_after(2 * settings_.peer_timeout);
+  suspicion_.async_wait([this, generation, why, alive = weak_from_this()](boost::system::error_code ec) {
+    if (ec || alive.expired() || !formed_ || generation_ != generation) return;
+    lose(why);
+  });
 }
 
 void Membership::on_peer_message(std::uint32_t from, peer_wire::Message message) {
   if (auto* goodbye = std::get_if<peer_wire::Goodbye>(&message)) {
     if (goodbye->finished && from == 0) {
-      lose(Status::Closed(goodbye->reason), /*quiet=*/true);
+      lose(Status::Closed(goodbye->reason), /*quiet=*/true, -1);
       return;
     }
-    // The coordinator relays why the ring ended (e.g. another node was lost).
-    lose(Status::PeerLost(from == 0 && job_.node_rank != 0 ? goodbye->reason
-                                                            : node_name(from) + " left the ring: " + goodbye->reason));
+    // Every node reports the first verdict as it was given (node 0 relays it).
+    if (goodbye->lost_node == static_cast<std::int32_t>(job_.node_rank)) {
+      lose(Status::PeerLost(this_node() + " of job '" + job_.id + "' was cut off or stopped: the other nodes " +
+                            "declared it lost (" + goodbye->reason + ") and went on without it"),
+           goodbye->lost_node);
+      return;
+    }
+    lose(Status::PeerLost(goodbye->reason), goodbye->lost_node >= 0 ? goodbye->lost_node
+                                                                    : static_cast<std::int32_t>(from));
     return;
   }
   if (hooks_.message && !stopping_) hooks_.message(from, std::move(message));
 }
 
-void Membership::lose(const Status& why) { lose(why, false); }
+void Membership::lose(const Status& why, std::int32_t lost_node) { lose(why, false, lost_node); }
 
 void Membership::finish(const Status& why) {
   if (!formed_ || job_.node_rank != 0) return;
-  for (auto& link : worker_links_)
-    if (link) link->goodbye(why, /*finished=*/true);
-  worker_links_.clear();
-  lose(why, true);
+  lose(why, true, -1);  // its goodbyes say finished
 }
 
-void Membership::lose(const Status& why, bool quiet) {
+void Membership::lose(const Status& why, bool quiet, std::int32_t lost_node, const std::string& told_others) {
+  const Status told = told_others.empty() ? why : Status(why.code(), told_others);
   if (!formed_) return;
   formed_ = false;
+  suspicion_.cancel();
   const char* next = reform_ && !stopping_ ? "forming the ring again" : "the ring is closed";
   if (quiet || why.code() == StatusCode::kClosed) {
     RS_LOG(info, "ring") << why.message() << "; " << next;
@@ -242,8 +286,8 @@ void Membership::lose(const Status& why, bool quiet) {
   }
   // Tell the others first: the coordinator relays the reason to every worker.
   for (auto& link : worker_links_)
-    if (link) link->goodbye(why);
-  if (coordinator_link_) coordinator_link_->goodbye(why);
+    if (link) link->goodbye(told, quiet, lost_node);
+  if (coordinator_link_) coordinator_link_->goodbye(told, quiet, lost_node);
   worker_links_.clear();
   coordinator_link_.reset();
   // In-flight ring operations fail with `why` through their engine callbacks;
@@ -297,7 +341,8 @@ void Membership::on_late_hello(const std::shared_ptr<PeerLink>& link, const peer
   // A node of this ring whose link is gone says hello again: form the ring
   // anew, and the next attempt takes this hello.
   early_.push_back({link, hello});
-  lose(Status::PeerLost(node_name(hello.node_rank) + " of job '" + job_.id + "' restarted (it asked to join again)"));
+  lose(Status::PeerLost(node_name(hello.node_rank) + " of job '" + job_.id + "' restarted (it asked to join again)"),
+       static_cast<std::int32_t>(hello.node_rank));
 }
 
 void Membership::sample_links(Clock::time_point now) {

@@ -65,8 +65,12 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   // For good: a formed ring says goodbye with `why`; no more forming, no more hooks.
   void stop(const Status& why);
   // Tears the formed ring down for every node (it forms again when
-  // re-forming is on).
-  void lose(const Status& why);
+  // re-forming is on). lost_node: the node `why` is about, if any.
+  void lose(const Status& why, std::int32_t lost_node = -1);
+  // The data plane failed (`why`): the control plane usually says within a
+  // moment which node is to blame, and then that verdict is what every node
+  // reports. If it says nothing within twice --peer-timeout, `why` is lost.
+  void suspect(const Status& why);
   // Node 0: the job's run ended on every node; closes the ring quietly on all.
   void finish(const Status& why);
   // Whether a lost ring forms again (a pre-configured job) or this ring's
@@ -94,9 +98,12 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   Status form(Joined joined);
   void on_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
   void on_late_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
-  void on_link_closed(std::uint32_t node, const Status& why);
+  void on_link_closed(std::uint32_t node, const Status& why, const PeerLink& link);
   void on_peer_message(std::uint32_t from, peer_wire::Message message);
-  void lose(const Status& why, bool quiet);
+  // told_others: the reason as the other nodes should read it ("" : why's).
+  void lose(const Status& why, bool quiet, std::int32_t lost_node, const std::string& told_others = "");
+  // "node 2 (10.0.0.13:29517)" for a peer, "this node (node 2 at ...)" for this one.
+  std::string this_node() const;
   std::string node_name(std::uint32_t node) const { return cluster::node_name(job_, node); }
 
   boost::asio::io_context& io_;
@@ -108,6 +115,7 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   DaemonMetrics& metrics_;
   Hooks hooks_;
   boost::asio::steady_timer wake_formation_;
+  boost::asio::steady_timer suspicion_;
   std::shared_ptr<StopSource> stop_ = std::make_shared<StopSource>();
   bool stopping_ = false;
   bool formed_ = false;

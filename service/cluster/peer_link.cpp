@@ -27,10 +27,13 @@ PeerLink::PeerLink(Socket socket, std::string peer_name)
       leave_deadline_(socket_.get_executor()),
       last_heard_(std::chrono::steady_clock::now()) {}
 
+std::string PeerLink::local_address() const { return local_address_; }
+
 void PeerLink::start(OnMessage on_message, OnClosed on_closed) {
   set_handlers(std::move(on_message), std::move(on_closed));
   boost::system::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  local_address_ = socket_.local_endpoint(ec).address().to_string();
   wake_writer_.expires_at(asio::steady_timer::time_point::max());
   asio::co_spawn(socket_.get_executor(), read_loop(shared_from_this()), asio::detached);
   asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
@@ -67,9 +70,9 @@ void PeerLink::close(const Status& why) {
   if (auto handler = std::move(on_closed_)) handler(why);
 }
 
-void PeerLink::goodbye(const Status& why, bool finished) {
+void PeerLink::goodbye(const Status& why, bool finished, std::int32_t lost_node) {
   if (closed_ || leaving_) return;
-  send(peer_wire::Goodbye{0, why.message(), finished});
+  send(peer_wire::Goodbye{0, why.message(), finished, lost_node});
   leaving_ = why;
   heartbeat_timer_.cancel();
   on_message_ = nullptr;
@@ -87,7 +90,8 @@ asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*
     std::array<std::uint8_t, wire::kFrameHeaderBytes> header;
     co_await asio::async_read(socket_, asio::buffer(header), asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      close(Status::PeerLost("connection to " + peer_name_ + " lost: " + ec.message()));
+      close(Status::PeerLost("its connection closed (" + ec.message() +
+                             "): its daemon died or went away without a goodbye"));
       break;
     }
     auto length = wire::frame_length(header, kMaxPeerFrameBytes);
@@ -99,7 +103,8 @@ asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*
     body.resize(*length);
     co_await asio::async_read(socket_, asio::buffer(body), asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      close(Status::PeerLost("connection to " + peer_name_ + " lost: " + ec.message()));
+      close(Status::PeerLost("its connection closed (" + ec.message() +
+                             "): its daemon died or went away without a goodbye"));
       break;
     }
     auto message = peer_wire::decode(body);
@@ -133,7 +138,7 @@ asio::awaitable<void> PeerLink::write_loop(std::shared_ptr<PeerLink> /*keepalive
     boost::system::error_code ec;
     co_await asio::async_write(socket_, asio::buffer(frame), asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      close(Status::PeerLost("connection to " + peer_name_ + " lost: " + ec.message()));
+      close(Status::PeerLost("sending to it failed (" + ec.message() + ")"));
       break;
     }
   }
@@ -145,14 +150,20 @@ asio::awaitable<void> PeerLink::heartbeat_loop(std::shared_ptr<PeerLink> /*keepa
   while (!closed_) {
     send(peer_wire::Heartbeat{0, ++heartbeats_sent_});
     boost::system::error_code ec;
+    const auto slept_from = std::chrono::steady_clock::now();
     heartbeat_timer_.expires_after(interval);
     co_await heartbeat_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
     if (closed_ || leaving_) break;
-    const auto silent = std::chrono::steady_clock::now() - last_heard_;
+    const auto now = std::chrono::steady_clock::now();
+    const auto silent = now - last_heard_;
     if (silent > timeout) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
-      close(Status::PeerLost(peer_name_ + " sent nothing for " + std::to_string(ms) +
-                             " ms (heartbeat timeout)"));
+      // Woken a timeout late: this process did not run meanwhile, so the
+      // silence is its own (the peer's frames wait unread in the socket).
+      if (now - slept_from > interval + timeout / 2)
+        own_stall_ = std::chrono::duration_cast<std::chrono::milliseconds>(now - slept_from - interval);
+      close(Status::PeerLost("it sent nothing for " + std::to_string(ms) +
+                             " ms (heartbeat timeout: its daemon is stopped or hung, or the network to it is cut)"));
       break;
     }
   }

@@ -42,13 +42,19 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // once the goodbye is written (or after a short deadline if the peer does not
   // read). Nothing more is delivered from the peer. finished: the job ended
   // everywhere, nothing is lost (the peer closes quietly).
-  void goodbye(const Status& why, bool finished = false);
+  void goodbye(const Status& why, bool finished = false, std::int32_t lost_node = -1);
   // Replaces the handlers (e.g. when bootstrap hands the link to the ring).
   // Empty handlers are allowed: messages are then dropped.
   void set_handlers(OnMessage on_message, OnClosed on_closed);
 
   const std::string& peer_name() const { return peer_name_; }
   bool closed() const { return closed_; }
+  // How long this process itself did not run, when the heartbeat watchdog
+  // found it woke far too late (the daemon was stopped or starved): then the
+  // silence it saw was its own, not the peer's. Zero otherwise.
+  std::chrono::milliseconds own_stall() const { return own_stall_; }
+  // The address this end of the connection uses ("" when closed).
+  std::string local_address() const;
 
  private:
   // Each loop holds the link alive through `self` from the moment it is created.
@@ -69,6 +75,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::optional<Status> leaving_;
   std::chrono::steady_clock::time_point last_heard_;
   std::uint64_t heartbeats_sent_ = 0;
+  std::chrono::milliseconds own_stall_{0};
+  std::string local_address_;
   bool closed_ = false;
 };
 

@@ -245,6 +245,28 @@ RankGroup::RankGroup(ClusterFixture& cluster, const std::string& tag, ClusterFix
   std::filesystem::create_directories(dir_);
 }
 
+std::string RankGroup::error_of(int index) const {
+  const std::string text = read_file(ranks_.at(index).log);
+  const std::string marker = ": peer lost: ";
+  const auto at = text.find(marker);
+  if (at == std::string::npos) return "";
+  const auto start = at + marker.size();
+  return text.substr(start, text.find('\n', start) - start);
+}
+
+std::string RankGroup::same_error(const std::vector<int>& which, const std::vector<std::string>& words) const {
+  std::string problems;
+  const std::string first = which.empty() ? "" : error_of(which.front());
+  for (int i : which) {
+    const std::string error = error_of(i);
+    if (error != first) problems += "rank index " + std::to_string(i) + " says '" + error + "', not '" + first + "'\n";
+    for (const auto& w : words)
+      if (error.find(w) == std::string::npos)
+        problems += "rank index " + std::to_string(i) + ": '" + error + "' lacks '" + w + "'\n";
+  }
+  return problems;
+}
+
 void RankGroup::signal(int index, int sig) {
   Rank& rank = ranks_.at(index);
   rank.process.signal(sig);

@@ -157,6 +157,11 @@ class RankGroup {
   // "node 1 rank 0 (global 2): exit 10" lines plus the tail of every rank's log.
   std::string report(std::size_t tail_bytes = 3000) const;
   std::size_t size() const { return ranks_.size(); }
+  // The message of the first "peer lost" the rank printed ("" when none).
+  std::string error_of(int index) const;
+  // Whether the ranks (indices) printed the same error, which contains
+  // every one of `words`; else a message saying which did not.
+  std::string same_error(const std::vector<int>& which, const std::vector<std::string>& words) const;
   // Sends `sig` to the rank (index in start order); SIGKILL also reaps it.
   void signal(int index, int sig);
   pid_t pid(int index) const { return ranks_.at(index).process.pid(); }

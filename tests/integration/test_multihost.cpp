@@ -83,6 +83,12 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: allreduce then a daemon killed mid-loop
                   "every rank on hosts 0 and 2 should get peer lost naming node 1 (exit ",
                   rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
     for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+    // Every survivor reads the same verdict: a death, not a network timeout.
+    const std::string problems = ranks.same_error(
+        ranks.not_on_node(victim),
+        {"node 1 (" + hosts.address(1) + ":29517) of job 'multihost' was lost: its connection closed"});
+    CHECK_MESSAGE(problems.empty(), problems, ranks.report());
+    CHECK(ranks.error_of(0).find("UCX") == std::string::npos);
   }
   CHECK_MESSAGE(cluster.running(0), cluster.logs());
   CHECK_MESSAGE(cluster.running(2), cluster.logs());
@@ -110,6 +116,12 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: a host's link cut mid-loop") {
                   "every rank on hosts 0 and 2 should get peer lost naming node 1 (exit ",
                   rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
     for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+    // The survivors blame node 1's silence; node 1 blames itself.
+    std::string problems = ranks.same_error(
+        ranks.not_on_node(victim), {"node 1 (" + hosts.address(1) + ":29517) of job 'multihost' was lost: it sent nothing"});
+    CHECK_MESSAGE(problems.empty(), problems, ranks.report());
+    problems = ranks.same_error(ranks.on_node(victim), {"this node (node 1 at " + hosts.address(1) + ":29517)"});
+    CHECK_MESSAGE(problems.empty(), problems, ranks.report(), cluster.logs());
   }
   for (int i = 0; i < kHosts; ++i) CHECK_MESSAGE(cluster.running(i), cluster.logs());
   check_all_stop(cluster);
@@ -130,6 +142,12 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: a daemon stopped mid-loop") {
                   "every rank on hosts 0 and 1 should get peer lost naming node 2 (exit ",
                   rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
     for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+    // The survivors blame node 2's silence; node 2, once it runs again, itself.
+    std::string problems = ranks.same_error(
+        ranks.not_on_node(victim), {"node 2 (" + hosts.address(2) + ":29517) of job 'multihost' was lost: it sent nothing"});
+    CHECK_MESSAGE(problems.empty(), problems, ranks.report());
+    problems = ranks.same_error(ranks.on_node(victim), {"this node (node 2 at " + hosts.address(2) + ":29517)"});
+    CHECK_MESSAGE(problems.empty(), problems, ranks.report(), cluster.logs());
   }
   CHECK_MESSAGE(cluster.running(0), cluster.logs());
   CHECK_MESSAGE(cluster.running(1), cluster.logs());
