@@ -1,6 +1,7 @@
 // Series and families of the Prometheus exposition: updates and rendering.
 #include "common/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -218,6 +219,16 @@ void Family<Metric>::clear() {
     series->visible = false;
     series->metric.reset();
   }
+}
+
+template <typename Metric>
+std::size_t Family<Metric>::erase_where(std::string_view label, std::string_view value) {
+  const auto& names = label_names();
+  const auto at = std::find(names.begin(), names.end(), label);
+  if (at == names.end()) return 0;
+  const std::size_t index = static_cast<std::size_t>(at - names.begin());
+  std::unique_lock lock(mu_);
+  return std::erase_if(series_, [&](const auto& entry) { return entry.first[index] == value; });
 }
 
 template <typename Metric>

@@ -172,6 +172,10 @@ class Family : public detail::FamilyBase {
   bool remove(std::span<const std::string> label_values);
   // Hides every series (for a family without labels: its single series).
   void clear();
+  // Deletes every series whose label `label` has `value` (a job that ended):
+  // unlike remove(), the memory goes too, so references to those series
+  // must not be kept. Returns how many went.
+  std::size_t erase_where(std::string_view label, std::string_view value);
   // Number of visible series.
   std::size_t size() const;
 

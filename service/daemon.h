@@ -81,6 +81,7 @@ class Daemon {
   // waited, for --rank-liveness-timeout: their job fails.
   void check_liveness(Clock::time_point now);
   cluster::JobRing* ring_of(const std::string& job_id);
+  void forget_ended_jobs(Clock::time_point now);
 
   // Requests (daemon_requests.cpp).
   void on_alloc(const std::shared_ptr<ClientSession>& session, const wire::AllocBuffer& alloc);
@@ -127,6 +128,9 @@ class Daemon {
   };
   std::map<std::string, HostedRing> rings_;
   std::vector<std::unique_ptr<cluster::JobRing>> retiring_;
+  // Jobs that ended here, and when their metrics go (--job-metrics-linger).
+  std::map<std::string, Clock::time_point> forget_metrics_at_;
+  void job_gone(const std::string& job_id);
   std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it
   std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;
   std::vector<std::shared_ptr<ClientSession>> channels_;  // sessions with a shared-memory channel

@@ -33,7 +33,7 @@ std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
 
 void Daemon::observe_rank_wait(const PendingCollective& collective) {
   for (const auto& s : collective.submissions)
-    metrics_.rank_wait.with({std::to_string(s.local_rank)})
+    metrics_.rank_wait.with({collective.job_id, std::to_string(s.local_rank)})
         .observe(seconds_between(collective.first_submit, s.submitted));
   if (timeline_)
     timeline_->phase(collective.name, "WAIT_FOR_RANKS", collective.first_submit, Clock::now());
@@ -95,7 +95,7 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
   }
   const wire::Collective& first = collective.submissions.front().request;
   const std::size_t ranks = job_ranks ? job_ranks : collective.submissions.size();
-  metrics_.collective_done(first.kind, first.dtype, status_label(status.code()),
+  metrics_.collective_done(collective.job_id, first.kind, first.dtype, status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
                            ranks);
   if (timeline_ && job_ranks == 0) timeline_->phase(collective.name, "LOCAL_COLLECTIVE", ready, Clock::now());
@@ -112,7 +112,7 @@ void Daemon::fail(PendingCollective& collective, const Status& status,
   const wire::CollectiveKind kind = collective.submissions.empty()
                                         ? wire::CollectiveKind::kAllreduce
                                         : collective.submissions.front().request.kind;
-  metrics_.collectives.with({wire::collective_kind_name(kind), status_label(status.code())})
+  metrics_.collectives.with({collective.job_id, wire::collective_kind_name(kind), status_label(status.code())})
       .inc();
   for (auto& s : collective.submissions) s.complete(status);
 }
@@ -194,6 +194,7 @@ void Daemon::sweep() {
     stalled += hosted.ring->sweep(now, config_.stall_warning, config_.collective_timeout);
   std::erase_if(retiring_, [](const auto& ring) { return ring->done(); });
   check_liveness(now);
+  forget_ended_jobs(now);
   metrics_.stalled_tensors.with().set(static_cast<double>(stalled));
 }
 

@@ -179,6 +179,8 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"max-job-ranks", Kind::kInt, "4096", "ranks", "Ranks of one job on this node (its local size)."},
       {"max-job-buffer-bytes", Kind::kBytes, "256GiB", "bytes",
        "Shared memory all ranks of one job on this node may allocate together."},
+      {"job-metrics-linger", Kind::kDuration, "5m", "seconds",
+       "How long the job_id-labelled series of a job that ended here stay in /metrics."},
       {"join-timeout", Kind::kDuration, "60s", "seconds",
        "How long forming the ring waits for every node; then waiting collectives fail naming the "
        "missing nodes."},
@@ -288,6 +290,9 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   d.max_job_ranks = static_cast<std::uint32_t>(ranks);
   RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-job-buffer-bytes", kMinClientBufferBytes,
                                           std::numeric_limits<std::uint64_t>::max(), d.max_job_buffer_bytes));
+  d.job_metrics_linger = cfg.get_duration("job-metrics-linger");
+  if (d.job_metrics_linger.count() < 0)
+    return Status::InvalidArgument("job-metrics-linger must be 0 or longer" + from(cfg, "job-metrics-linger"));
 
   RINGSYNC_RETURN_IF_ERROR(cluster_config_from(cfg, d.cluster));
   return d;

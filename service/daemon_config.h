@@ -112,6 +112,9 @@ struct DaemonConfig {
   std::size_t max_jobs = 0;
   std::uint32_t max_job_ranks = 0;        // ranks of one job on this node
   std::uint64_t max_job_buffer_bytes = 0;  // shared memory of one job's ranks here
+  // --job-metrics-linger, default 5m: how long an ended job's series stay in
+  // /metrics (so the last scrapes see its final counts).
+  std::chrono::nanoseconds job_metrics_linger{0};
 
   ClusterConfig cluster;
 };

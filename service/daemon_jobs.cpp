@@ -103,6 +103,7 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
   }
 
   auto [it, created] = jobs_.try_emplace(hello.job_id, hello.job_id, hello.local_size);
+  forget_metrics_at_.erase(hello.job_id);
   Status joined = it->second.join(hello.local_rank, hello.local_size, hello.pid);
   if (!joined.ok()) {
     if (created) jobs_.erase(it);
@@ -251,6 +252,24 @@ void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
   if (job.connected() == 0) jobs_.erase(job_it);
   metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
   if (ring) maybe_release(who.job_id);
+  job_gone(who.job_id);
+}
+
+void Daemon::job_gone(const std::string& job_id) {
+  if (jobs_.count(job_id) || rings_.count(job_id)) return;
+  forget_metrics_at_[job_id] = Clock::now() + config_.job_metrics_linger;
+}
+
+void Daemon::forget_ended_jobs(Clock::time_point now) {
+  for (auto it = forget_metrics_at_.begin(); it != forget_metrics_at_.end();) {
+    if (now < it->second || jobs_.count(it->first) || rings_.count(it->first)) {
+      ++it;
+      continue;
+    }
+    metrics_.forget_job(it->first);
+    RS_LOG(debug, "metrics") << "the series of job '" << it->first << "' are gone from /metrics";
+    it = forget_metrics_at_.erase(it);
+  }
 }
 
 void Daemon::on_ring_lost(const std::string& job_id, const Status& why) {
@@ -273,6 +292,7 @@ void Daemon::maybe_release(const std::string& job_id) {
             Status::Closed(cluster::node_name(ring.job(), ring.node_rank()) + " of job '" + job_id + "' ended"));
   retiring_.push_back(std::move(it->second.ring));
   rings_.erase(it);
+  job_gone(job_id);
 }
 
 void Daemon::check_liveness(Clock::time_point now) {

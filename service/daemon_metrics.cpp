@@ -34,21 +34,22 @@ std::string status_label(StatusCode code) {
 
 DaemonMetrics::DaemonMetrics(metrics::Registry& r)
     : collectives(r.counter("ringsync_collectives_total",
-                            "Collectives finished, by collective and outcome.", {"op", "status"})),
+                            "Collectives finished, by job, collective and outcome.",
+                            {"job_id", "op", "status"})),
       collective_bytes(r.counter("ringsync_collective_bytes_total",
                                  "Payload bytes of successful collectives (per rank's result).",
-                                 {"op", "dtype"})),
+                                 {"job_id", "op", "dtype"})),
       duration(r.histogram("ringsync_collective_duration_seconds",
                            "Time from the last rank's submission to completion.",
-                           metrics::exponential_buckets(1e-5, 4.0, 12), {"op"})),
+                           metrics::exponential_buckets(1e-5, 4.0, 12), {"job_id", "op"})),
       bus_bandwidth(r.gauge("ringsync_bus_bandwidth_bytes_per_second",
                             "Bus bandwidth (nccl-tests definition) of the latest collective "
                             "of at least 1 MiB.",
-                            {"op"})),
+                            {"job_id", "op"})),
       rank_wait(r.histogram("ringsync_rank_wait_seconds",
                             "How long after the first rank each local rank submitted a "
                             "collective (stragglers show large values).",
-                            metrics::exponential_buckets(1e-5, 4.0, 12), {"rank"})),
+                            metrics::exponential_buckets(1e-5, 4.0, 12), {"job_id", "rank"})),
       stalled_tensors(r.gauge("ringsync_stalled_tensors",
                               "Tensors some ranks submitted and others have not, for longer "
                               "than --stall-warning.")),
@@ -60,15 +61,16 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                              "Bytes the client library copied through staging buffers because "
                              "the data was not in a shared buffer.")),
       errors(r.counter("ringsync_errors_total", "Errors by kind.", {"kind"})),
-      ring_nodes(r.gauge("ringsync_ring_nodes", "Nodes in the current ring.")),
-      ring_epoch(r.gauge("ringsync_ring_epoch", "Ring membership epoch.")),
+      ring_nodes(r.gauge("ringsync_ring_nodes", "Nodes in the job's current ring (0 while it is not formed).",
+                         {"job_id"})),
+      ring_epoch(r.gauge("ringsync_ring_epoch", "Membership epoch of the job's ring.", {"job_id"})),
       link_bytes(r.counter("ringsync_link_bytes_total",
                            "Bytes moved over the ring to (tx) and from (rx) each peer node.",
-                           {"peer", "direction"})),
+                           {"job_id", "peer", "direction"})),
       link_bandwidth(r.gauge("ringsync_link_bandwidth_bytes_per_second",
                              "Recent bytes per second to (tx) and from (rx) each peer node, over "
                              "the last sweep period.",
-                             {"peer", "direction"})),
+                             {"job_id", "peer", "direction"})),
       ring_operations(r.counter("ringsync_ring_operations_total",
                                 "Planned operations run (fused tensors count once; incl. inline ones).",
                                 {"op"})),
@@ -89,12 +91,11 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       cache_misses(r.counter("ringsync_response_cache_misses_total",
                              "Tensors announced to the coordinator in full.")),
       peers_lost(r.counter("ringsync_peers_lost_total",
-                           "Times the ring was torn down because a node was lost or left.")),
+                           "Times the job's ring was torn down because a node was lost or left.", {"job_id"})),
       build_info(r.gauge("ringsync_build_info", "Build information; the value is always 1.",
                          {"version", "kernel_isa"})),
       registry_(r) {
   registered_bytes.with({"host"}).set(0);
-  ring_nodes.with().set(1);
   build_info.with({kVersion, reduce::kernel_isa()}).set(1);
 }
 
@@ -104,17 +105,30 @@ void DaemonMetrics::start_gpu_sampling(std::chrono::milliseconds period) {
   if (!gpu_sampler_) gpu_sampler_ = cuda::GpuSampler::start(registry_, period);
 }
 
-void DaemonMetrics::collective_done(wire::CollectiveKind kind, DType dtype,
+void DaemonMetrics::collective_done(std::string_view job, wire::CollectiveKind kind, DType dtype,
                                     std::string_view status, std::uint64_t bytes, double seconds,
                                     std::size_t ranks) {
   const std::string_view op = wire::collective_kind_name(kind);
-  collectives.with({op, status}).inc();
+  collectives.with({job, op, status}).inc();
   if (status != "ok") return;
-  duration.with({op}).observe(seconds);
+  duration.with({job, op}).observe(seconds);
   if (kind == wire::CollectiveKind::kBarrier) return;
-  collective_bytes.with({op, dtype_name(dtype)}).inc(static_cast<double>(bytes));
+  collective_bytes.with({job, op, dtype_name(dtype)}).inc(static_cast<double>(bytes));
   if (bytes >= (1u << 20) && seconds > 0)
-    bus_bandwidth.with({op}).set(static_cast<double>(bytes) / seconds * bus_factor(kind, ranks));
+    bus_bandwidth.with({job, op}).set(static_cast<double>(bytes) / seconds * bus_factor(kind, ranks));
+}
+
+void DaemonMetrics::forget_job(std::string_view job) {
+  collectives.erase_where("job_id", job);
+  collective_bytes.erase_where("job_id", job);
+  duration.erase_where("job_id", job);
+  bus_bandwidth.erase_where("job_id", job);
+  rank_wait.erase_where("job_id", job);
+  ring_nodes.erase_where("job_id", job);
+  ring_epoch.erase_where("job_id", job);
+  link_bytes.erase_where("job_id", job);
+  link_bandwidth.erase_where("job_id", job);
+  peers_lost.erase_where("job_id", job);
 }
 
 }  // namespace ringsync::service

@@ -1,4 +1,12 @@
 // The daemon's metric families (DESIGN.md "Metrics"), registered once.
+//
+// Per-job series carry a `job_id` label (not `job`: Prometheus sets `job` on
+// every scraped series to the scrape job's name, and would rename ours to
+// `exported_job`). They are: collectives, collective bytes and duration, bus
+// bandwidth, rank wait, ring nodes and epoch, link bytes and bandwidth, peers
+// lost. A job's series go (forget_job) a while after the job has ended here,
+// so their number stays bounded by the jobs served (--max-jobs) and those
+// ended recently; docs/cluster.md ("Metrics") counts them.
 #pragma once
 
 #include <chrono>
@@ -29,33 +37,35 @@ struct DaemonMetrics {
   void start_gpu_sampling(std::chrono::milliseconds period = std::chrono::seconds(2));
 
   // A finished collective: its outcome, payload and timings.
-  void collective_done(wire::CollectiveKind kind, DType dtype, std::string_view status,
+  void collective_done(std::string_view job, wire::CollectiveKind kind, DType dtype, std::string_view status,
                        std::uint64_t bytes, double seconds, std::size_t ranks);
+  // Deletes every series of the job (it ended here a while ago).
+  void forget_job(std::string_view job);
   void error(std::string_view kind) { errors.with({kind}).inc(); }
 
-  metrics::CounterFamily& collectives;        // op, status
-  metrics::CounterFamily& collective_bytes;   // op, dtype
-  metrics::HistogramFamily& duration;         // op
-  metrics::GaugeFamily& bus_bandwidth;        // op
-  metrics::HistogramFamily& rank_wait;        // rank
+  metrics::CounterFamily& collectives;        // job_id, op, status
+  metrics::CounterFamily& collective_bytes;   // job_id, op, dtype
+  metrics::HistogramFamily& duration;         // job_id, op
+  metrics::GaugeFamily& bus_bandwidth;        // job_id, op
+  metrics::HistogramFamily& rank_wait;        // job_id, rank
   metrics::GaugeFamily& stalled_tensors;
   metrics::GaugeFamily& clients;
   metrics::GaugeFamily& jobs;
   metrics::GaugeFamily& registered_bytes;     // memory
   metrics::CounterFamily& staged_bytes;
   metrics::CounterFamily& errors;             // kind
-  metrics::GaugeFamily& ring_nodes;
-  metrics::GaugeFamily& ring_epoch;
+  metrics::GaugeFamily& ring_nodes;           // job_id
+  metrics::GaugeFamily& ring_epoch;           // job_id
   // Multi-node (service/cluster/).
-  metrics::CounterFamily& link_bytes;         // peer, direction
-  metrics::GaugeFamily& link_bandwidth;       // peer, direction
+  metrics::CounterFamily& link_bytes;         // job_id, peer, direction
+  metrics::GaugeFamily& link_bandwidth;       // job_id, peer, direction
   metrics::CounterFamily& ring_operations;    // op
   metrics::CounterFamily& fused_tensors;
   metrics::CounterFamily& inline_operations;
   metrics::HistogramFamily& negotiation;
   metrics::CounterFamily& cache_hits;
   metrics::CounterFamily& cache_misses;
-  metrics::CounterFamily& peers_lost;
+  metrics::CounterFamily& peers_lost;         // job_id
   metrics::GaugeFamily& build_info;           // version, kernel_isa
 
  private:

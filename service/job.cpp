@@ -53,6 +53,7 @@ Result<std::optional<PendingCollective>> Job::submit(Submission submission) {
   PendingCollective& pending = it->second;
   if (inserted) {
     pending.name = name;
+    pending.job_id = id_;
     if (pending_.size() > kMaxPendingPerJob) {
       pending_.erase(it);
       return Status::InvalidArgument(

@@ -38,6 +38,7 @@ struct Submission {
 // pending name costs one bit per local rank until its ranks arrive.
 struct PendingCollective {
   std::string name;
+  std::string job_id;                   // the job's id, for its metrics
   std::vector<Submission> submissions;  // arrival order; by local rank once ready()
   std::vector<bool> present;            // indexed by local rank
   Clock::time_point first_submit;

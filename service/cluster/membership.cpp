@@ -39,6 +39,7 @@ Membership::Membership(asio::io_context& io, const JobSpec& job, const ClusterCo
 Membership::~Membership() = default;
 
 Status Membership::start() {
+  metrics_.ring_nodes.with({job_.id}).set(0);  // until the ring forms
   if (job_.node_rank == 0 && job_.num_nodes > 1) {
     if (!listener_)
       return Status::InvalidArgument("this ringsyncd is node 0 of job '" + job_.id +
@@ -185,8 +186,8 @@ Status Membership::form(Joined joined) {
     coordinator_link_ = std::move(joined.coordinator);
     wire(0, coordinator_link_);
   }
-  metrics_.ring_epoch.with().set(static_cast<double>(epoch_));
-  metrics_.ring_nodes.with().set(static_cast<double>(n));
+  metrics_.ring_epoch.with({job_.id}).set(static_cast<double>(epoch_));
+  metrics_.ring_nodes.with({job_.id}).set(static_cast<double>(n));
   RS_LOG(info, "ring") << "ring of job '" << job_.id << "' formed: " << n << " node(s), epoch " << epoch_;
   if (hooks_.formed && !stopping_) hooks_.formed(epoch_);
   return Status::Ok();
@@ -279,9 +280,9 @@ void Membership::lose(const Status& why, bool quiet, std::int32_t lost_node, con
   } else {
     RS_LOG(error, "ring") << why.message() << "; failing the job's collectives; " << next;
   }
-  metrics_.ring_nodes.with().set(0);
+  metrics_.ring_nodes.with({job_.id}).set(0);
   if (!quiet) {
-    metrics_.peers_lost.with().inc();
+    metrics_.peers_lost.with({job_.id}).inc();
     metrics_.error("peer_lost");
   }
   // Tell the others first: the coordinator relays the reason to every worker.
@@ -355,11 +356,12 @@ void Membership::sample_links(Clock::time_point now) {
     const std::string label = std::to_string(peer);
     const std::uint64_t sent = link_counters_->sent[peer].load(std::memory_order_relaxed);
     const std::uint64_t received = link_counters_->received[peer].load(std::memory_order_relaxed);
-    metrics_.link_bytes.with({label, "tx"}).inc(static_cast<double>(sent - last_link_bytes_[peer]));
-    metrics_.link_bytes.with({label, "rx"}).inc(static_cast<double>(received - last_link_bytes_[n + peer]));
+    metrics_.link_bytes.with({job_.id, label, "tx"}).inc(static_cast<double>(sent - last_link_bytes_[peer]));
+    metrics_.link_bytes.with({job_.id, label, "rx"}).inc(static_cast<double>(received - last_link_bytes_[n + peer]));
     if (seconds > 0) {
-      metrics_.link_bandwidth.with({label, "tx"}).set(static_cast<double>(sent - last_link_bytes_[peer]) / seconds);
-      metrics_.link_bandwidth.with({label, "rx"})
+      metrics_.link_bandwidth.with({job_.id, label, "tx"})
+          .set(static_cast<double>(sent - last_link_bytes_[peer]) / seconds);
+      metrics_.link_bandwidth.with({job_.id, label, "rx"})
           .set(static_cast<double>(received - last_link_bytes_[n + peer]) / seconds);
     }
     last_link_bytes_[peer] = sent;

@@ -323,3 +323,20 @@ TEST_CASE("promtool check metrics accepts the exposition with every metric type 
   CHECK(output == "");
   CHECK(status == 0);
 }
+
+TEST_CASE("erase_where deletes every series with a label value, and only those") {
+  m::Registry reg;
+  auto& c = reg.counter("ringsync_things_total", "Things.", {"job_id", "op"});
+  c.with({"a", "x"}).inc();
+  c.with({"a", "y"}).inc(2);
+  c.with({"b", "x"}).inc(3);
+  CHECK(c.erase_where("job_id", "a") == 2);
+  CHECK(c.size() == 1);
+  const std::string text = reg.render();
+  CHECK(text.find("job_id=\"a\"") == std::string::npos);
+  CHECK(text.find("ringsync_things_total{job_id=\"b\",op=\"x\"} 3") != std::string::npos);
+  CHECK(c.erase_where("no_such_label", "b") == 0);
+  // A series made again after erasure starts from zero.
+  c.with({"a", "x"}).inc();
+  CHECK(reg.render().find("ringsync_things_total{job_id=\"a\",op=\"x\"} 1") != std::string::npos);
+}

@@ -142,3 +142,26 @@ TEST_CASE("jobs: ranks that wait long for a late rank keep their job (heartbeats
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+TEST_CASE("jobs: every job's series carry its job_id, and go a while after the job ended") {
+  ClusterOptions o = service();
+  o.extra_flags = {"--job-metrics-linger", "1s"};
+  ClusterFixture cluster(o);
+  RankGroup a(cluster, "a", job(cluster, "job-a", 1));
+  a.start_all({"verify-loop", "f32", "1001", "3"});
+  REQUIRE(passes(a, cluster));
+  const std::string series = "ringsync_collectives_total{job_id=\"job-a\",op=\"allreduce\",status=\"ok\"}";
+  const std::string before = cluster.metrics(1);
+  CHECK_MESSAGE(metric_value(before, series).value_or(0) >= 3, before);
+  CHECK_MESSAGE(before.find("ringsync_ring_epoch{job_id=\"job-a\"}") != std::string::npos, before);
+  // The job is over: after the linger its series are gone from every node.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    std::this_thread::sleep_for(100ms);
+    gone = cluster.metrics(0).find("job_id=\"job-a\"") == std::string::npos &&
+           cluster.metrics(1).find("job_id=\"job-a\"") == std::string::npos;
+  }
+  CHECK_MESSAGE(gone, cluster.metrics(0));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}

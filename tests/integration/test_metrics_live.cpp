@@ -57,10 +57,10 @@ TEST_CASE("promtool check metrics is clean on a live daemon after traffic") {
   CHECK(response.find("Content-Type: text/plain; version=0.0.4; charset=utf-8") != std::string::npos);
   const std::string body = body_of(response);
   for (const char* name :
-       {"ringsync_collectives_total{op=\"allreduce\",status=\"ok\"}",
-        "ringsync_collective_bytes_total{op=\"allreduce\",dtype=\"bf16\"}",
-        "ringsync_collective_duration_seconds_bucket{op=\"broadcast\",le=\"+Inf\"}",
-        "ringsync_rank_wait_seconds_count{rank=\"1\"}", "ringsync_clients 0",
+       {"ringsync_collectives_total{job_id=\"metrics\",op=\"allreduce\",status=\"ok\"}",
+        "ringsync_collective_bytes_total{job_id=\"metrics\",op=\"allreduce\",dtype=\"bf16\"}",
+        "ringsync_collective_duration_seconds_bucket{job_id=\"metrics\",op=\"broadcast\",le=\"+Inf\"}",
+        "ringsync_rank_wait_seconds_count{job_id=\"metrics\",rank=\"1\"}", "ringsync_clients 0",
         "ringsync_registered_buffer_bytes{memory=\"host\"} 0", "ringsync_stalled_tensors 0"})
     CHECK_MESSAGE(body.find(name) != std::string::npos, name);
   const std::string path = daemon.dir().file("metrics.txt");
@@ -88,7 +88,10 @@ TEST_CASE("a real Prometheus server scrapes the daemon") {
   // Ask the server until it has scraped a sample (bounded: 60 s).
   std::string answer;
   for (int i = 0; i < 240; ++i) {
-    answer = http_get(listen, "/api/v1/query?query=ringsync_collectives_total%7Bop%3D%22allgather%22%2Cstatus%3D%22ok%22%7D");
+    // Prometheus's own `job` label (the scrape job) sits beside the daemon's job_id.
+    answer = http_get(listen,
+                      "/api/v1/query?query=ringsync_collectives_total%7Bjob%3D%22ringsyncd%22%2Cjob_id%3D%22metrics%22"
+                      "%2Cop%3D%22allgather%22%2Cstatus%3D%22ok%22%7D");
     if (answer.find("\"result\":[{") != std::string::npos) break;
     std::this_thread::sleep_for(250ms);
   }

@@ -39,7 +39,7 @@ TEST_CASE("ringsync demo on one node prints a verified table and shuts its daemo
   CHECK(out.find("\n      1048576       262144  float    sum") != std::string::npos);
   CHECK(out.find("# Out of bounds values : 0 OK") != std::string::npos);
   CHECK(out.find("# Avg bus bandwidth") != std::string::npos);
-  CHECK(out.find("ringsync_collectives_total{op=\"allreduce\",status=\"ok\"}") != std::string::npos);
+  CHECK(out.find("ringsync_collectives_total{job_id=\"demo\",op=\"allreduce\",status=\"ok\"}") != std::string::npos);
   CHECK(out.find("ringsyncd shut down cleanly (1 node(s))") != std::string::npos);
   CHECK(out.find("[rank ") == std::string::npos);  // no other rank had anything to say
 }
