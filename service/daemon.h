@@ -70,6 +70,12 @@ class Daemon {
   // refuses the hello.
   Result<cluster::JobRing*> ring_for(const DescribedJob& described);
   std::unique_ptr<cluster::JobRing> make_ring(cluster::JobSpec spec);
+  // The hello reply: node rank and count, heartbeat interval, the channel.
+  void answer_hello(const std::shared_ptr<ClientSession>& session, bool wants_channel, cluster::JobRing* ring);
+  // A rendezvous job's registration ended: answer the hellos that waited.
+  void on_registered(const std::string& job_id, const Status& outcome);
+  // Where the other nodes reach this daemon's control port ("" when unknown).
+  std::string advertised_address() const;
   // "rank 3 of job 'j' (node 1 at 10.0.0.2:29517, local rank 1, pid 42)".
   std::string rank_name(const ClientSession& session) const;
   void rank_left(const ClientSession& session, const Status& why);
@@ -128,6 +134,12 @@ class Daemon {
   };
   std::map<std::string, HostedRing> rings_;
   std::vector<std::unique_ptr<cluster::JobRing>> retiring_;
+  // Hellos of rendezvous jobs waiting for this node's rank, by job.
+  struct AwaitingRank {
+    std::weak_ptr<ClientSession> session;
+    bool wants_channel = false;
+  };
+  std::map<std::string, std::vector<AwaitingRank>> awaiting_rank_;
   // Jobs that ended here, and when their metrics go (--job-metrics-linger).
   std::map<std::string, Clock::time_point> forget_metrics_at_;
   void job_gone(const std::string& job_id);

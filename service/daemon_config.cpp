@@ -106,6 +106,10 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
     return Status::InvalidArgument("rendezvous must be etcd://HOST:PORT[,HOST:PORT], got '" + c.rendezvous + "'" +
                                    from(cfg, "rendezvous"));
   c.advertise_address = cfg.get_string("advertise-address");
+  RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "rendezvous-timeout", c.rendezvous_timeout));
+  RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "rendezvous-lease", c.rendezvous_lease));
+  if (c.rendezvous_lease < std::chrono::seconds(1))
+    return Status::InvalidArgument("rendezvous-lease must be at least 1s" + from(cfg, "rendezvous-lease"));
   c.ucx_transports = cfg.get_string("ucx-transports");
   c.ucx_net_devices = cfg.get_string("ucx-net-devices");
   c.timeline_path = cfg.get_string("timeline");
@@ -169,6 +173,11 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"rendezvous", Kind::kString, "", "",
        "Rendezvous store for multi-node jobs whose trainers give no node list (RINGSYNC_NODES): "
        "etcd://HOST:PORT[,HOST:PORT]. Trainers may name their own (RINGSYNC_RENDEZVOUS)."},
+      {"rendezvous-timeout", Kind::kDuration, "5s", "seconds",
+       "How long one request to the rendezvous store may take before it counts as failed."},
+      {"rendezvous-lease", Kind::kDuration, "10s", "seconds",
+       "How long a node's registration in the rendezvous store outlives its daemon (a crashed daemon's "
+       "place frees after this)."},
       {"advertise-address", Kind::kString, "", "",
        "HOST:PORT the other nodes reach this daemon's control port at, as registered in the rendezvous; "
        "default --control-address (which must then name a host, not 0.0.0.0)."},

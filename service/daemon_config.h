@@ -37,6 +37,8 @@ struct ClusterConfig {
   std::string token;               // --job-token: its shared secret, "" for none
   std::string rendezvous;          // --rendezvous: etcd://HOST:PORT[,...] for jobs without a node list
   std::string advertise_address;   // --advertise-address: this daemon's control address for the rendezvous
+  std::chrono::nanoseconds rendezvous_timeout{0};  // --rendezvous-timeout, default 5s: one store request
+  std::chrono::nanoseconds rendezvous_lease{0};    // --rendezvous-lease, default 10s
   std::chrono::nanoseconds join_timeout{0};        // --join-timeout, default 60s
   std::chrono::nanoseconds heartbeat_interval{0};  // --heartbeat-interval, 500ms
   std::chrono::nanoseconds peer_timeout{0};        // --peer-timeout, default 5s

@@ -114,10 +114,50 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
   if (ring) ring->set_local_ranks(it->second.connected());
   metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
   RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid << ") joined job '"
-                          << hello.job_id << "' as local rank " << hello.local_rank << " of " << hello.local_size
-                          << (ring ? " on node " + std::to_string(ring->node_rank()) + " of " +
-                                         std::to_string(ring->num_nodes())
-                                   : std::string());
+                          << hello.job_id << "' as local rank " << hello.local_rank << " of " << hello.local_size;
+  if (ring && !ring->registered()) {
+    // The reply says which node this is: it waits for the rendezvous.
+    awaiting_rank_[hello.job_id].push_back({session, hello.shm_channel});
+    return Status::Ok();
+  }
+  answer_hello(session, hello.shm_channel, ring);
+  return Status::Ok();
+}
+
+std::string Daemon::advertised_address() const {
+  if (!config_.cluster.advertise_address.empty()) return config_.cluster.advertise_address;
+  if (!control_) return "";
+  const std::string& address = control_->address();
+  const std::string host = address.substr(0, address.rfind(':'));
+  if (host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()) return "";
+  return address;
+}
+
+void Daemon::on_registered(const std::string& job_id, const Status& outcome) {
+  auto waiting = std::move(awaiting_rank_[job_id]);
+  awaiting_rank_.erase(job_id);
+  cluster::JobRing* ring = ring_of(job_id);
+  for (auto& w : waiting) {
+    auto session = w.session.lock();
+    if (!session || session->closed() || !session->membership) continue;
+    if (outcome.ok() && ring) {
+      answer_hello(session, w.wants_channel, ring);
+      continue;
+    }
+    RS_LOG(info, "session") << "client " << session->id() << " refused: " << outcome.message();
+    metrics_.error("hello_refused");
+    if (auto job = jobs_.find(job_id); job != jobs_.end()) {
+      job->second.leave(session->membership->local_rank);
+      if (job->second.connected() == 0) jobs_.erase(job);
+    }
+    session->membership.reset();
+    session->send(wire::HelloReply{outcome, wire::kProtocolVersion, kVersion});
+    session->close_after_flush();
+  }
+  if (!outcome.ok()) asio::post(io_, [this, job_id] { maybe_release(job_id); });
+}
+
+void Daemon::answer_hello(const std::shared_ptr<ClientSession>& session, bool wants_channel, cluster::JobRing* ring) {
   wire::HelloReply reply{Status::Ok(), wire::kProtocolVersion, kVersion};
   if (ring) {
     reply.node_rank = ring->node_rank();
@@ -126,18 +166,19 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
   if (config_.rank_liveness_timeout.count() > 0)
     reply.heartbeat_ms = static_cast<std::uint32_t>(std::max<std::int64_t>(
         1, std::chrono::duration_cast<std::chrono::milliseconds>(config_.rank_liveness_timeout / 4).count()));
-  if (hello.shm_channel && config_.shm_channel) {
+  if (wants_channel && config_.shm_channel) {
     if (Status opened = session->open_channel(); opened.ok()) {
       session->send_channel_offer(reply);
       channels_.push_back(session);
-      return Status::Ok();
+      session->hello_answered();
+      return;
     } else {
       RS_LOG(warn, "session") << "client " << session->id() << ": no shared-memory channel ("
                               << opened.message() << "); its frames use the socket";
     }
   }
   session->send(reply);
-  return Status::Ok();
+  session->hello_answered();
 }
 
 Result<cluster::JobRing*> Daemon::ring_for(const DescribedJob& described) {
@@ -161,11 +202,22 @@ Result<cluster::JobRing*> Daemon::ring_for(const DescribedJob& described) {
     rings_.erase(it);
   }
   if (described.spec.num_nodes == 1) return nullptr;
-  if (!described.rank_known)
-    return Status::InvalidArgument("job '" + id + "': a rendezvous that assigns node ranks (" +
-                                   described.spec.rendezvous + ") is not available in this ringsyncd; set "
-                                   "RINGSYNC_NODE_RANK or give RINGSYNC_NODES");
-  auto ring = make_ring(described.spec);
+  cluster::JobSpec spec = described.spec;
+  if (!spec.rendezvous.empty()) {
+    // Any node may be node 0, and the others learn its address from the store.
+    if (!control_)
+      return Status::InvalidArgument("job '" + id + "' finds its nodes through " + spec.rendezvous +
+                                     ", so this ringsyncd must listen for them: start it with --control-address "
+                                     "HOST:PORT");
+    spec.self_address = advertised_address();
+    if (spec.self_address.empty())
+      return Status::InvalidArgument("job '" + id + "' finds its nodes through " + spec.rendezvous +
+                                     ", but this ringsyncd listens on " + control_->address() +
+                                     ", which the other nodes cannot connect to: start it with "
+                                     "--advertise-address HOST:PORT");
+    spec.node_rank_known = described.rank_known;
+  }
+  auto ring = make_ring(std::move(spec));
   Status started = ring->start();
   if (!started.ok()) return started;
   cluster::JobRing* raw = ring.get();
@@ -182,6 +234,7 @@ std::unique_ptr<cluster::JobRing> Daemon::make_ring(cluster::JobSpec spec) {
   const std::string id = spec.id;
   hooks.ring_lost = [this, id](const Status& why) { on_ring_lost(id, why); };
   hooks.finished = [this, id] { asio::post(io_, [this, id] { maybe_release(id); }); };
+  hooks.registered = [this, id](const Status& outcome) { on_registered(id, outcome); };
   return std::make_unique<cluster::JobRing>(io_, std::move(spec), config_.cluster, control_.get(), pool_, metrics_,
                                             timeline_.get(), std::move(hooks));
 }

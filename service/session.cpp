@@ -25,7 +25,8 @@ ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
       id_(id),
       wake_writer_(socket_.get_executor()),
       handshake_deadline_(socket_.get_executor()),
-      flush_deadline_(socket_.get_executor()) {
+      flush_deadline_(socket_.get_executor()),
+      hello_wait_(socket_.get_executor()) {
   ucred credentials{};
   socklen_t length = sizeof(credentials);
   if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0)
@@ -72,6 +73,11 @@ Status ClientSession::open_channel() {
   if (!channel.ok()) return channel.status();
   channel_.emplace(std::move(channel).value());
   return Status::Ok();
+}
+
+void ClientSession::hello_answered() {
+  hello_answered_ = true;
+  hello_wait_.cancel();
 }
 
 void ClientSession::send_channel_offer(wire::HelloReply reply) {
@@ -175,6 +181,7 @@ bool ClientSession::set_sleeping(bool sleeping) {
 void ClientSession::close_after_flush() {
   if (closed_ || flush_then_close_) return;
   flush_then_close_ = true;
+  hello_wait_.cancel();
   wake_writer_.cancel();
   arm_flush_deadline();
 }
@@ -200,6 +207,7 @@ void ClientSession::close() {
   wake_writer_.cancel();
   handshake_deadline_.cancel();
   flush_deadline_.cancel();
+  hello_wait_.cancel();
 }
 
 void ClientSession::protocol_error(const Status& status) {
@@ -242,12 +250,17 @@ asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> se
       protocol_error(message.status());
       break;
     }
+    const bool hello = std::holds_alternative<wire::Hello>(*message);
     Status handled = daemon_.on_message(self, std::move(message).value());
     if (!handled.ok()) {
       protocol_error(handled);
       break;
     }
-    if (flush_then_close_) break;
+    while (hello && !hello_answered_ && !closed_ && !flush_then_close_) {
+      hello_wait_.expires_at(asio::steady_timer::time_point::max());
+      co_await hello_wait_.async_wait(asio::redirect_error(use_awaitable, ec));
+    }
+    if (flush_then_close_ || closed_) break;
     if (channel_active_) {
       co_await serve_channel();
       break;

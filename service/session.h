@@ -60,6 +60,10 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   Status open_channel();
   void send_channel_offer(wire::HelloReply reply);
   bool channel_active() const { return channel_active_; }
+  // The hello was answered (accepted or refused). Until then the session
+  // reads nothing more: the reply decides whether later frames come through
+  // a channel. A daemon that answers later (a rendezvous) calls this then.
+  void hello_answered();
   // Handles the frames in the trainer's ring (at most a batch); returns how
   // many. Also restarts a writer waiting for room in the other ring.
   std::size_t drain();
@@ -126,6 +130,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   boost::asio::steady_timer wake_writer_;
   boost::asio::steady_timer handshake_deadline_;
   boost::asio::steady_timer flush_deadline_;
+  boost::asio::steady_timer hello_wait_;
+  bool hello_answered_ = false;
   bool flush_then_close_ = false;
   std::uint64_t frames_written_ = 0;  // progress, for the flush deadline
   bool closed_ = false;

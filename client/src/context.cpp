@@ -44,7 +44,11 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
   hello.job_token = settings.job_token;
   if (Status s = conn.send(hello); !s.ok()) return handshake_failure(s, settings.socket_path);
 
-  auto answer = conn.receive(static_cast<int>(settings.connect_timeout.count()));
+  // A job found through a rendezvous store is answered once this node is
+  // registered there: the daemon bounds that by its --join-timeout.
+  const bool rendezvous = settings.num_nodes > 1 && settings.nodes.empty();
+  const auto answer_within = settings.connect_timeout + (rendezvous ? std::chrono::minutes(5) : std::chrono::minutes(0));
+  auto answer = conn.receive(static_cast<int>(answer_within.count()));
   if (!answer.ok()) return handshake_failure(answer.status(), settings.socket_path);
   const auto* reply = std::get_if<wire::HelloReply>(&*answer);
   if (!reply)

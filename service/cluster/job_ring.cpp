@@ -1,6 +1,10 @@
 #include "service/cluster/job_ring.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
 #include "common/log.h"
+#include "service/rendezvous/etcd_store.h"
 
 namespace ringsync::service::cluster {
 
@@ -35,8 +39,17 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
                      "peer_lost");
   };
   membership_hooks.message = [this](std::uint32_t from, peer_wire::Message m) { on_message(from, std::move(m)); };
+  if (!job_.rendezvous.empty()) {
+    // open() failing (a malformed URL) is reported by start().
+    auto store = rendezvous::EtcdStore::open(job_.rendezvous, settings.rendezvous_timeout);
+    if (store.ok())
+      rendezvous_ = std::make_shared<rendezvous::StoreRendezvous>(
+          io, std::move(store).value(),
+          rendezvous::RendezvousJob{job_.id, job_.token, job_.num_nodes, job_.slots, job_.self_address},
+          std::chrono::duration_cast<std::chrono::seconds>(settings.rendezvous_lease));
+  }
   membership_ = std::make_shared<Membership>(io, job_, settings, listener, std::move(data_plane), metrics,
-                                             std::move(membership_hooks));
+                                             std::move(membership_hooks), rendezvous_);
   membership_->set_reform(job_.preconfigured);
 }
 
@@ -46,6 +59,33 @@ JobRing::~JobRing() {
 }
 
 Status JobRing::start() {
+  if (!job_.rendezvous.empty()) {
+    if (!rendezvous_) return rendezvous::EtcdStore::open(job_.rendezvous, settings_.rendezvous_timeout).status();
+    registered_ = false;
+    std::optional<std::uint32_t> wanted;
+    if (job_.node_rank_known) wanted = job_.node_rank;
+    asio::co_spawn(
+        rendezvous_->io(),
+        [this, alive = std::weak_ptr<int>(alive_), wanted, rendezvous = rendezvous_]() -> asio::awaitable<void> {
+          auto rank = co_await rendezvous->join(wanted);
+          if (alive.expired() || stopping_) {
+            rendezvous->leave();
+            co_return;
+          }
+          Status outcome = rank.ok() ? Status::Ok() : rank.status();
+          if (rank.ok()) {
+            job_.node_rank = *rank;
+            job_.node_rank_known = true;
+            RS_LOG(info, "rendezvous") << "job '" << job_.id << "': this node registered in " << job_.rendezvous
+                                       << " as node " << *rank << " of " << job_.num_nodes;
+            outcome = membership_->start();
+          }
+          registered_ = outcome.ok();
+          if (hooks_.registered) hooks_.registered(outcome);
+        },
+        asio::detached);
+    return Status::Ok();
+  }
   RINGSYNC_RETURN_IF_ERROR(membership_->start());
   RS_LOG(info, "ring") << "node " << job_.node_rank << " of " << job_.num_nodes << " in job '" << job_.id << "'; "
                        << (job_.node_rank == 0 ? "coordinating at " : "joining ") << node_name(job_, 0);
@@ -55,6 +95,7 @@ Status JobRing::start() {
 void JobRing::stop(const Status& why, const Status& goodbye) {
   if (stopping_) return;
   stopping_ = true;
+  if (rendezvous_) rendezvous_->leave();
   membership_->stop(goodbye);
   executor_.lost(why);
   negotiator_.lost(why, "shutdown");

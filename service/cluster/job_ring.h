@@ -47,6 +47,9 @@ class JobRing {
     std::function<void(const Status&)> ring_lost;
     // The ring closed quietly: the job's run ended on every node.
     std::function<void()> finished;
+    // A job with a rendezvous store: this node is registered (its node rank
+    // known) or could not be (the hellos waiting for their reply get why).
+    std::function<void(const Status&)> registered;
   };
 
   // `data_plane` null: UCX with the settings' transports.
@@ -57,8 +60,11 @@ class JobRing {
   JobRing(const JobRing&) = delete;
   JobRing& operator=(const JobRing&) = delete;
 
-  // Starts forming the ring (node 0: takes the job's hellos from the control port).
+  // Starts forming the ring (node 0: takes the job's hellos from the control
+  // port); with a rendezvous store, registers first (Hooks::registered).
   Status start();
+  // Whether this node's rank is known (always, without a rendezvous store).
+  bool registered() const { return registered_; }
   // For good: fails everything with `why`; the other nodes are told `goodbye`.
   void stop(const Status& why, const Status& goodbye);
   // Nothing of this ring is left in the pool or an engine: it may be destroyed.
@@ -107,6 +113,9 @@ class JobRing {
   const ClusterConfig& settings_;
   Hooks hooks_;
   bool stopping_ = false;
+  bool registered_ = true;
+  std::shared_ptr<rendezvous::StoreRendezvous> rendezvous_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   // The current run's break: why, whether this node's ranks have all left
   // since (and when), and on node 0 which workers said so.
   std::optional<Status> broken_;

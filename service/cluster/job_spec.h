@@ -25,6 +25,8 @@ struct JobSpec {
   // filled in from the store when every node has registered.
   std::vector<HostEntry> nodes;
   std::string rendezvous;       // "" (the node list) or etcd://HOST:PORT[,HOST:PORT]
+  bool node_rank_known = true;  // false: the rendezvous assigns node_rank
+  std::string self_address;     // with a rendezvous: this daemon's control address for the others
   // Started with the daemon and kept for its lifetime (the ring forms before
   // any trainer connects, and again after every loss); otherwise the job
   // exists while some of its ranks are connected here.

@@ -23,11 +23,12 @@ constexpr auto kReformPause = std::chrono::milliseconds(200);
 constexpr auto kMaxReformPause = std::chrono::milliseconds(5000);
 }  // namespace
 
-Membership::Membership(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings,
-                       ControlListener* listener, std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics,
-                       Hooks hooks)
+Membership::Membership(asio::io_context& io, JobSpec& job, const ClusterConfig& settings, ControlListener* listener,
+                       std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics, Hooks hooks,
+                       std::shared_ptr<rendezvous::StoreRendezvous> rendezvous)
     : io_(io),
       job_(job),
+      rendezvous_(std::move(rendezvous)),
       settings_(settings),
       listener_(listener),
       data_plane_(std::move(data_plane)),
@@ -95,7 +96,23 @@ asio::awaitable<void> Membership::formation_loop(std::shared_ptr<Membership> /*k
   auto pause = kReformPause;
   while (!stopping_) {
     Status failed = Status::Ok();
-    auto address = data_plane_->open();
+    if (rendezvous_) {
+      // Who is in the job, from the store; node 0 numbers this membership.
+      auto members = co_await rendezvous_->members(std::chrono::steady_clock::now() + settings_.join_timeout);
+      if (stopping_) break;
+      if (members.ok()) {
+        job_.nodes = std::move(members->nodes);
+        if (job_.node_rank == 0) {
+          auto epoch = co_await rendezvous_->next_epoch();
+          if (stopping_) break;
+          if (epoch.ok()) next_epoch_ = *epoch;
+          else failed = epoch.status();
+        }
+      } else {
+        failed = members.status();
+      }
+    }
+    auto address = failed.ok() ? data_plane_->open() : Result<std::vector<std::uint8_t>>(failed);
     if (!address.ok()) {
       failed = address.status();
     } else {

@@ -33,6 +33,7 @@
 #include "service/cluster/ring_engine.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
+#include "service/rendezvous/store_rendezvous.h"
 #include "service/transport/counting.h"
 
 namespace ringsync::service::cluster {
@@ -54,10 +55,11 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   };
 
   // `job` and `settings` must outlive this object's owner; `listener` (node 0
-  // of a job of several nodes) must outlive stop().
-  Membership(boost::asio::io_context& io, const JobSpec& job, const ClusterConfig& settings,
-             ControlListener* listener, std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics,
-             Hooks hooks);
+  // of a job of several nodes) must outlive stop(). With `rendezvous`, every
+  // attempt first waits for the job's members there and fills in job.nodes.
+  Membership(boost::asio::io_context& io, JobSpec& job, const ClusterConfig& settings, ControlListener* listener,
+             std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics, Hooks hooks,
+             std::shared_ptr<rendezvous::StoreRendezvous> rendezvous = nullptr);
   ~Membership() override;
 
   // Starts forming (node 0 takes this job's hellos from the control port).
@@ -107,7 +109,8 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   std::string node_name(std::uint32_t node) const { return cluster::node_name(job_, node); }
 
   boost::asio::io_context& io_;
-  const JobSpec& job_;
+  JobSpec& job_;
+  std::shared_ptr<rendezvous::StoreRendezvous> rendezvous_;
   const ClusterConfig& settings_;
   ControlListener* listener_;
   std::uint64_t route_ = 0;  // node 0: this ring's route on the control port

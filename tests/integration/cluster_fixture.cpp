@@ -227,12 +227,21 @@ std::map<std::string, std::string> ClusterFixture::rank_env(int node, int local_
       {"RINGSYNC_JOB_ID", job.job_id},
       {"RINGSYNC_LOCAL_RANK", std::to_string(local_rank)},
       {"RINGSYNC_LOCAL_SIZE", std::to_string(job.local_size)},
-      {"RINGSYNC_RANK", std::to_string(node * job.local_size + local_rank)},
-      {"RINGSYNC_SIZE", std::to_string(nodes() * job.local_size)}};
+      {"RINGSYNC_TEST_ID", std::to_string(node * job.local_size + local_rank)}};
+  if (!job.rendezvous && !job.one_node) {
+    env["RINGSYNC_RANK"] = std::to_string(node * job.local_size + local_rank);
+    env["RINGSYNC_SIZE"] = std::to_string(nodes() * job.local_size);
+  }
   if (options_.service) {
-    env["RINGSYNC_NODES"] = node_list();
-    env["RINGSYNC_NODE_RANK"] = std::to_string(node);
     env["RINGSYNC_JOB_TOKEN"] = job.token;
+    if (job.one_node) {
+      env["RINGSYNC_NUM_NODES"] = "1";
+    } else if (job.rendezvous) {
+      env["RINGSYNC_NUM_NODES"] = std::to_string(nodes());
+    } else {
+      env["RINGSYNC_NODES"] = node_list();
+      env["RINGSYNC_NODE_RANK"] = std::to_string(node);
+    }
   }
   return env;
 }

@@ -102,7 +102,9 @@ class ClusterFixture {
   struct JobRun {
     std::string job_id;
     int local_size = 1;
-    std::string token;  // the job's RINGSYNC_JOB_TOKEN (service daemons)
+    std::string token;        // the job's RINGSYNC_JOB_TOKEN (service daemons)
+    bool rendezvous = false;  // service daemons: no node list, the daemons' --rendezvous assigns ranks
+    bool one_node = false;    // service daemons: a job of the rank's node alone (RINGSYNC_NUM_NODES=1)
   };
   // The fixture's own job: its job id and local size.
   JobRun default_job() const;

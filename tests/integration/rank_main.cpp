@@ -30,7 +30,7 @@ namespace rank_exit = ringsync::test::rank_exit;
 int g_failures = 0;
 int g_rank = 0;  // global rank and size once connected (on one node: the local ones)
 int g_size = 1;
-std::string g_mark_id;  // names this rank's marks: $RINGSYNC_RANK as the test knows it, else g_rank
+std::string g_mark_id;  // names this rank's marks: $RINGSYNC_TEST_ID (or $RINGSYNC_RANK) as the test knows it, else g_rank
 // No wait outlives this ($RINGSYNC_TEST_DEADLINE_S after start, default 300 s).
 std::chrono::steady_clock::time_point g_deadline;
 
@@ -434,7 +434,7 @@ int main(int argc, char** argv) {
   };
   g_rank = env_int("RINGSYNC_LOCAL_RANK", 0);
   g_size = env_int("RINGSYNC_LOCAL_SIZE", 1);
-  g_mark_id = std::to_string(env_int("RINGSYNC_RANK", g_rank));
+  g_mark_id = std::to_string(env_int("RINGSYNC_TEST_ID", env_int("RINGSYNC_RANK", g_rank)));
   g_deadline = std::chrono::steady_clock::now() +
                std::chrono::seconds(env_int("RINGSYNC_TEST_DEADLINE_S", 300));
 

@@ -74,7 +74,8 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "response-cache", "ring-chunk-bytes", "ring-window", "ucx-transports",
                                        "ucx-net-devices", "timeline", "rendezvous", "advertise-address",
                                        "rank-liveness-timeout", "max-jobs", "max-job-ranks",
-                                       "max-job-buffer-bytes", "job-metrics-linger"});
+                                       "max-job-buffer-bytes", "job-metrics-linger",
+                                       "rendezvous-timeout", "rendezvous-lease"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {
