@@ -152,3 +152,87 @@ TEST_CASE("a socket path too long for a Unix socket is refused") {
   c.socket_path = path.c_str();
   CHECK(contains(error_of(&c, {}), "Unix socket paths must be shorter than"));
 }
+
+TEST_CASE("the job's description: RINGSYNC_NODES, RINGSYNC_NODE_RANK, RINGSYNC_NUM_NODES, token, rendezvous") {
+  auto s = resolve_settings(nullptr,
+                            {{"RINGSYNC_LOCAL_RANK", "1"},
+                             {"RINGSYNC_LOCAL_SIZE", "2"},
+                             {"RINGSYNC_NODES", "a:1,b:2"},
+                             {"RINGSYNC_NODE_RANK", "1"},
+                             {"RINGSYNC_NUM_NODES", "2"},
+                             {"RINGSYNC_JOB_TOKEN", "s3cret"}},
+                            1000);
+  REQUIRE(s.ok());
+  CHECK(s->nodes == "a:1,b:2");
+  CHECK(s->node_rank == 1);
+  CHECK(s->num_nodes == 2);
+  CHECK(s->job_token == "s3cret");
+  CHECK(s->place_from == "ringsync");
+  CHECK(contains(error_of(nullptr, {{"RINGSYNC_NODE_RANK", "2"}, {"RINGSYNC_NUM_NODES", "2"}}), "out of range"));
+  CHECK(contains(error_of(nullptr, {{"RINGSYNC_RENDEZVOUS", "redis://x"}}), "etcd://"));
+}
+
+TEST_CASE("without ringsync's variables, torchrun's, Open MPI's or Slurm's give the place") {
+  // torchrun: 2 nodes of 4, this is rank 6 = node 1, local 2.
+  auto t = resolve_settings(nullptr,
+                            {{"RANK", "6"}, {"LOCAL_RANK", "2"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"},
+                             {"GROUP_RANK", "1"}, {"TORCHELASTIC_RUN_ID", "abc"}},
+                            1000);
+  REQUIRE_MESSAGE(t.ok(), t.status().message());
+  CHECK(t->local_rank == 2);
+  CHECK(t->local_size == 4);
+  CHECK(t->node_rank == 1);
+  CHECK(t->num_nodes == 2);
+  CHECK(t->job_id == "torchrun-abc");
+  CHECK(t->place_from == "torchrun");
+  // Open MPI has no node index: rank / local size, ranks filled node by node.
+  auto m = resolve_settings(nullptr,
+                            {{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "6"},
+                             {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}},
+                            1000);
+  REQUIRE_MESSAGE(m.ok(), m.status().message());
+  CHECK(m->node_rank == 1);
+  CHECK(m->num_nodes == 2);
+  CHECK(m->local_rank == 2);
+  // Slurm: block distribution.
+  auto sl = resolve_settings(nullptr,
+                             {{"SLURM_PROCID", "3"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "1"},
+                              {"SLURM_NTASKS", "4"}, {"SLURM_NNODES", "2"}, {"SLURM_JOB_ID", "77"}},
+                             1000);
+  REQUIRE_MESSAGE(sl.ok(), sl.status().message());
+  CHECK(sl->local_size == 2);
+  CHECK(sl->node_rank == 1);
+  CHECK(sl->job_id == "slurm-77");
+  // ringsync's own variables win, as a whole; RINGSYNC_JOB_ID beats the launcher's id.
+  auto own = resolve_settings(nullptr,
+                              {{"RINGSYNC_LOCAL_RANK", "0"}, {"RINGSYNC_LOCAL_SIZE", "1"}, {"RINGSYNC_JOB_ID", "mine"},
+                               {"RANK", "6"}, {"LOCAL_RANK", "2"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"}},
+                              1000);
+  REQUIRE(own.ok());
+  CHECK(own->local_size == 1);
+  CHECK(own->num_nodes == 0);
+  CHECK(own->job_id == "mine");
+  // torchrun beats Slurm (torchrun inside an allocation describes the ranks).
+  auto both = resolve_settings(nullptr,
+                               {{"RANK", "1"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"},
+                                {"SLURM_PROCID", "0"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"},
+                                {"SLURM_NTASKS", "1"}, {"SLURM_NNODES", "1"}},
+                               1000);
+  REQUIRE(both.ok());
+  CHECK(both->place_from == "torchrun");
+  CHECK(both->local_rank == 1);
+}
+
+TEST_CASE("a launcher that numbers ranks otherwise than node by node is refused with the fix") {
+  // Slurm cyclic distribution: rank 1 on node 1.
+  CHECK(contains(error_of(nullptr, {{"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "1"},
+                                    {"SLURM_NTASKS", "4"}, {"SLURM_NNODES", "2"}}),
+                 "--distribution=block"));
+  CHECK(contains(error_of(nullptr, {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}),
+                 "--map-by slot"));
+  CHECK(contains(error_of(nullptr, {{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "5"}, {"LOCAL_WORLD_SIZE", "2"}}),
+                 "as many ranks on every node"));
+  CHECK(contains(error_of(nullptr, {{"RANK", "x"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"}}),
+                 "RANK='x'"));
+}

@@ -283,10 +283,15 @@ void RankGroup::signal(int index, int sig) {
 }
 
 void RankGroup::start(int node, int local_rank, const std::vector<std::string>& scenario) {
+  start_with_env(node, local_rank, scenario, cluster_.rank_env(node, local_rank, job_));
+}
+
+void RankGroup::start_with_env(int node, int local_rank, const std::vector<std::string>& scenario,
+                               std::map<std::string, std::string> env) {
   std::vector<std::string> argv = cluster_.launcher(node);
   argv.push_back(bin("ringsync-test-rank"));
   argv.insert(argv.end(), scenario.begin(), scenario.end());
-  auto env = cluster_.rank_env(node, local_rank, job_);
+  env["RINGSYNC_SOCKET"] = cluster_.socket(node);
   env["RINGSYNC_TEST_MARK_DIR"] = dir_;
   // A rank gives up on its own a little before the tests' usual 120 s, saying
   // which collective is still pending, rather than being killed silently.

@@ -145,6 +145,10 @@ class RankGroup {
   RankGroup(ClusterFixture& cluster, const std::string& tag, ClusterFixture::JobRun job);
 
   void start(int node, int local_rank, const std::vector<std::string>& scenario);
+  // The same with the whole ringsync environment given by the test (the
+  // socket, marks and deadline are added): a trainer another launcher started.
+  void start_with_env(int node, int local_rank, const std::vector<std::string>& scenario,
+                      std::map<std::string, std::string> env);
   void start_all(const std::vector<std::string>& scenario);  // every node, every local rank
   // Waits until the given ranks (all when empty) wrote mark `what` (see
   // rank_main.cpp); false at the deadline.

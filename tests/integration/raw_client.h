@@ -37,6 +37,7 @@ class RawClient {
   RawClient& operator=(const RawClient&) = delete;
 
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
   void send_bytes(const std::vector<std::uint8_t>& bytes) {
     ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }

@@ -5,9 +5,13 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include "cluster_fixture.h"
+#include "daemon_fixture.h"
+#include "raw_client.h"
 
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -162,6 +166,108 @@ TEST_CASE("jobs: every job's series carry its job_id, and go a while after the j
            cluster.metrics(1).find("job_id=\"job-a\"") == std::string::npos;
   }
   CHECK_MESSAGE(gone, cluster.metrics(0));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("jobs: limits refuse one job too many, too many ranks, too much memory; the others run on") {
+  DaemonFixture daemon({"--max-jobs", "2", "--max-job-ranks", "2", "--max-job-buffer-bytes", "64KiB"});
+  RawClient a(daemon.socket()), b(daemon.socket());
+  a.hello("limit-a");
+  b.hello("limit-b");
+  {
+    RawClient c(daemon.socket());
+    c.send(ringsync::wire::Hello{ringsync::wire::kProtocolVersion, "limit-c", 0, 1, 1});
+    auto reply = c.expect<ringsync::wire::HelloReply>();
+    CHECK(reply.status.code() == ringsync::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(reply.status.message().find("--max-jobs 2") != std::string::npos, reply.status.message());
+  }
+  {
+    RawClient wide(daemon.socket());
+    wide.send(ringsync::wire::Hello{ringsync::wire::kProtocolVersion, "limit-a", 0, 3, 1});
+    auto reply = wide.expect<ringsync::wire::HelloReply>();
+    CHECK(reply.status.code() == ringsync::StatusCode::kInvalidArgument);
+    CHECK_MESSAGE(reply.status.message().find("--max-job-ranks") != std::string::npos, reply.status.message());
+  }
+  // Shared memory per job: 40 KiB fits in 64 KiB once, not twice; the other job has its own.
+  a.send(ringsync::wire::AllocBuffer{1, 40 * 1024});
+  CHECK(a.expect<ringsync::wire::AllocReply>().status.ok());
+  a.send(ringsync::wire::AllocBuffer{2, 40 * 1024});
+  auto refused = a.expect<ringsync::wire::AllocReply>();
+  CHECK(refused.status.code() == ringsync::StatusCode::kOutOfMemory);
+  CHECK_MESSAGE(refused.status.message().find("--max-job-buffer-bytes") != std::string::npos, refused.status.message());
+  b.send(ringsync::wire::AllocBuffer{3, 40 * 1024});
+  CHECK(b.expect<ringsync::wire::AllocReply>().status.ok());
+  // Both jobs still serve; once one ends, a third is welcome.
+  a.expect_serves(10);
+  b.expect_serves(11);
+  b.send(ringsync::wire::Leave{"test"});
+  ::shutdown(b.fd(), SHUT_RDWR);
+  bool admitted = false;
+  for (int i = 0; i < 100 && !admitted; ++i) {
+    RawClient c(daemon.socket());
+    c.send(ringsync::wire::Hello{ringsync::wire::kProtocolVersion, "limit-c", 0, 1, 1});
+    admitted = c.expect<ringsync::wire::HelloReply>().status.ok();
+    if (!admitted) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(admitted);
+  a.expect_serves(12);
+  CHECK(daemon.running());
+}
+
+TEST_CASE("jobs: trainers started with only torchrun, Open MPI or Slurm variables find their ranks") {
+  ClusterFixture cluster(service());
+  const int L = 2;
+  // Each launcher's variables for global rank g = node * L + local; the
+  // daemons are found through RINGSYNC_NODES. RINGSYNC_RANK and RINGSYNC_SIZE
+  // are read only by the test rank, to check what the daemon told it.
+  const auto launchers = std::map<std::string, std::function<std::map<std::string, std::string>(int, int)>>{
+      {"torchrun",
+       [&](int node, int local) {
+         return std::map<std::string, std::string>{{"RANK", std::to_string(node * L + local)},
+                                                   {"LOCAL_RANK", std::to_string(local)},
+                                                   {"WORLD_SIZE", std::to_string(2 * L)},
+                                                   {"LOCAL_WORLD_SIZE", std::to_string(L)},
+                                                   {"GROUP_RANK", std::to_string(node)},
+                                                   {"TORCHELASTIC_RUN_ID", "tr-1"}};
+       }},
+      {"openmpi",
+       [&](int node, int local) {
+         return std::map<std::string, std::string>{{"OMPI_COMM_WORLD_RANK", std::to_string(node * L + local)},
+                                                   {"OMPI_COMM_WORLD_SIZE", std::to_string(2 * L)},
+                                                   {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(local)},
+                                                   {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(L)},
+                                                   {"PMIX_NAMESPACE", "prterun-1@1"}};
+       }},
+      {"slurm",
+       [&](int node, int local) {
+         return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(node * L + local)},
+                                                   {"SLURM_LOCALID", std::to_string(local)},
+                                                   {"SLURM_NODEID", std::to_string(node)},
+                                                   {"SLURM_NTASKS", std::to_string(2 * L)},
+                                                   {"SLURM_NNODES", "2"},
+                                                   {"SLURM_JOB_ID", "4242"},
+                                                   {"SLURM_STEP_ID", "0"}};
+       }}};
+  for (const auto& [name, variables] : launchers) {
+    CAPTURE(name);
+    RankGroup ranks(cluster, name, ClusterFixture::JobRun{"unused-" + name, L, ""});
+    for (int node = 0; node < 2; ++node)
+      for (int local = 0; local < L; ++local) {
+        auto env = variables(node, local);
+        env["RINGSYNC_NODES"] = cluster.node_list();
+        env["RINGSYNC_RANK"] = std::to_string(node * L + local);
+        env["RINGSYNC_SIZE"] = std::to_string(2 * L);
+        env["RINGSYNC_TEST_ID"] = std::to_string(node * L + local);
+        ranks.start_with_env(node, local, {"collectives", "1", "1001"}, env);
+      }
+    CHECK(passes(ranks, cluster));
+  }
+  // The job ids came from the launchers.
+  const std::string log = cluster.log(0);
+  CHECK_MESSAGE(log.find("joined job 'torchrun-tr-1'") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("joined job 'mpi-prterun-1@1'") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("joined job 'slurm-4242.0'") != std::string::npos, log);
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
