@@ -1,0 +1,248 @@
+// Whole job rings in one process: N JobRings (membership, negotiator,
+// executor) on one io_context, their control links real TCP on loopback,
+// their data plane an in-process fabric instead of UCX. What a job sees:
+// results, a rank that leaves, a node that goes.
+#include <doctest/doctest.h>
+
+#include <utility>  // Asio 1.18 needs std::exchange declared first
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/metrics.h"
+#include "service/cluster/control_listener.h"
+#include "service/cluster/job_ring.h"
+#include "service/transport/in_process.h"
+
+using namespace ringsync;
+using namespace ringsync::service;
+using namespace ringsync::service::cluster;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One endpoint of the fabric as the ring's transport (the fabric owns it).
+class Borrowed final : public transport::Transport {
+ public:
+  explicit Borrowed(transport::Transport& t) : t_(t) {}
+  int rank() const override { return t_.rank(); }
+  int size() const override { return t_.size(); }
+  void send(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Callback done) override {
+    t_.send(peer, tag, data, bytes, std::move(done));
+  }
+  void recv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Callback done) override {
+    t_.recv(peer, tag, data, bytes, std::move(done));
+  }
+  bool progress() override { return t_.progress(); }
+  int event_fd() const override { return t_.event_fd(); }
+  bool arm() override { return t_.arm(); }
+  void cancel_all(const Status& why) override { t_.cancel_all(why); }
+
+ private:
+  transport::Transport& t_;
+};
+
+class FabricPlane final : public DataPlane {
+ public:
+  FabricPlane(transport::InProcessFabric& fabric, int rank) : fabric_(fabric), rank_(rank) {}
+  Result<std::vector<std::uint8_t>> open() override { return std::vector<std::uint8_t>{static_cast<std::uint8_t>(rank_)}; }
+  Result<std::unique_ptr<transport::Transport>> connect(int rank, const std::vector<std::vector<std::uint8_t>>&) override {
+    return std::unique_ptr<transport::Transport>(std::make_unique<Borrowed>(fabric_.endpoint(rank)));
+  }
+
+ private:
+  transport::InProcessFabric& fabric_;
+  int rank_;
+};
+
+ClusterConfig settings() {
+  ClusterConfig c;
+  c.join_timeout = 5s;
+  c.heartbeat_interval = 50ms;
+  c.peer_timeout = 500ms;
+  c.cycle_time = 0ms;
+  c.fusion_threshold_bytes = 128 << 20;
+  c.inline_bytes = 32 * 1024;
+  c.response_cache_capacity = 64;
+  c.ring_chunk_bytes = 64 * 1024;
+  c.ring_window = 4;
+  c.rendezvous_timeout = 1s;
+  c.rendezvous_lease = 2s;
+  return c;
+}
+
+struct Outcome {
+  std::optional<Status> status;
+};
+
+struct Node {
+  std::unique_ptr<ControlListener> listener;
+  std::unique_ptr<JobRing> ring;
+  std::vector<Status> losses;
+  bool finished = false;
+};
+
+struct Job {
+  asio::io_context io;
+  ClusterConfig config = settings();
+  metrics::Registry registry;
+  DaemonMetrics metrics{registry};
+  WorkPool pool{2};
+  transport::InProcessFabric fabric;
+  std::vector<Node> nodes;
+
+  explicit Job(int n) : fabric(n), nodes(n) {
+    std::vector<HostEntry> list;
+    for (int i = 0; i < n; ++i) {
+      auto listener = ControlListener::open(io, "127.0.0.1:0", {});
+      REQUIRE(listener.ok());
+      nodes[i].listener = std::move(listener).value();
+      list.push_back({"127.0.0.1", nodes[i].listener->port(), 1});
+    }
+    for (int i = 0; i < n; ++i) {
+      JobSpec spec;
+      spec.id = "j";
+      spec.token = "t";
+      spec.slots = 1;
+      spec.num_nodes = static_cast<std::uint32_t>(n);
+      spec.node_rank = static_cast<std::uint32_t>(i);
+      spec.nodes = list;
+      JobRing::Hooks hooks;
+      hooks.fail = [](PendingCollective& p, const Status& s, std::string_view) {
+        for (auto& sub : p.submissions) sub.complete(s);
+      };
+      hooks.succeed = [](PendingCollective& p, Clock::time_point, std::size_t) {
+        for (auto& sub : p.submissions) sub.complete(Status::Ok());
+      };
+      hooks.ring_lost = [this, i](const Status& why) { nodes[i].losses.push_back(why); };
+      hooks.finished = [this, i] { nodes[i].finished = true; };
+      nodes[i].ring = std::make_unique<JobRing>(io, spec, config, nodes[i].listener.get(), pool, metrics, nullptr,
+                                                std::move(hooks), std::make_unique<FabricPlane>(fabric, i));
+      REQUIRE(nodes[i].ring->start().ok());
+    }
+  }
+  ~Job() {
+    for (auto& n : nodes) n.ring->stop(Status::Closed("test over"), Status::Closed("test over"));
+    for (int i = 0; i < 200; ++i) {
+      bool done = true;
+      for (auto& n : nodes) done = done && n.ring->done();
+      if (done) break;
+      io.run_for(10ms);
+    }
+  }
+
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      io.run_for(5ms);
+    }
+    return true;
+  }
+  bool formed() {
+    for (auto& n : nodes)
+      if (!n.ring->formed()) return false;
+    return true;
+  }
+  // Node `node`'s one rank submits an in-place f32 sum allreduce of `data`.
+  std::shared_ptr<Outcome> allreduce(int node, const std::string& name, std::vector<float>& data) {
+    auto out = std::make_shared<Outcome>();
+    PendingCollective p;
+    p.name = name;
+    p.job_id = "j";
+    p.present = {true};
+    p.first_submit = Clock::now();
+    Submission s;
+    s.request.kind = wire::CollectiveKind::kAllreduce;
+    s.request.name = name;
+    s.request.dtype = DType::kF32;
+    s.request.op = ReduceOp::kSum;
+    s.request.count = data.size();
+    s.where = {reinterpret_cast<const std::byte*>(data.data()), reinterpret_cast<std::byte*>(data.data())};
+    s.submitted = Clock::now();
+    s.complete = [out](const Status& status) { out->status = status; };
+    p.submissions.push_back(std::move(s));
+    nodes[node].ring->local_ready(std::move(p));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("job ring: 3 nodes form over loopback links and an in-process fabric; every path sums right") {
+  Job job(3);
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  // 4 floats go directly between the nodes, 3000 with the plan, 100000 around the ring.
+  for (std::size_t count : {4u, 3000u, 100000u}) {
+    CAPTURE(count);
+    std::vector<std::vector<float>> data;
+    for (int n = 0; n < 3; ++n) data.emplace_back(count, static_cast<float>(n + 1));
+    std::vector<std::shared_ptr<Outcome>> outcomes;
+    for (int n = 0; n < 3; ++n) outcomes.push_back(job.allreduce(n, "t" + std::to_string(count), data[n]));
+    REQUIRE(job.run_until([&] {
+      for (auto& o : outcomes)
+        if (!o->status) return false;
+      return true;
+    }));
+    for (int n = 0; n < 3; ++n) {
+      CHECK_MESSAGE(outcomes[n]->status->ok(), outcomes[n]->status->message());
+      CHECK(data[n].front() == 6.0f);
+      CHECK(data[n].back() == 6.0f);
+    }
+  }
+}
+
+TEST_CASE("job ring: a rank that leaves fails what waits on every node with one reason; the run then closes quietly") {
+  Job job(3);
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  for (auto& n : job.nodes) n.ring->set_local_ranks(1);
+  // Nodes 0 and 2 are ready with "t"; node 1's rank dies before it submits.
+  std::vector<float> a(100000, 1.0f), c(100000, 1.0f);
+  auto on0 = job.allreduce(0, "t", a);
+  auto on2 = job.allreduce(2, "t", c);
+  job.io.run_for(50ms);
+  const Status why = Status::PeerLost("rank 1 of job 'j' (node 1) died");
+  job.nodes[1].ring->rank_left(1, why);
+  REQUIRE(job.run_until([&] { return on0->status && on2->status; }));
+  CHECK(on0->status->message() == why.message());
+  CHECK(on2->status->message() == why.message());
+  for (auto& n : job.nodes) {
+    CHECK(n.ring->broken());
+    REQUIRE(n.losses.size() == 1);
+    CHECK(n.losses[0].message() == why.message());
+  }
+  // Later tensors fail at once with the same words.
+  std::vector<float> late(4, 1.0f);
+  auto after = job.allreduce(2, "late", late);
+  REQUIRE(after->status.has_value());
+  CHECK(after->status->message() == why.message());
+  // Every node's ranks go: node 0 closes the ring quietly, everywhere.
+  for (auto& n : job.nodes) n.ring->set_local_ranks(0);
+  REQUIRE(job.run_until([&] {
+    for (auto& n : job.nodes)
+      if (!n.finished) return false;
+    return true;
+  }));
+  for (auto& n : job.nodes) CHECK(n.losses.size() == 1);  // a quiet close is no loss
+}
+
+TEST_CASE("job ring: a node that shuts down is named by every other node, which fails what waits") {
+  Job job(3);
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  std::vector<float> a(100000, 1.0f), b(100000, 1.0f);
+  auto on0 = job.allreduce(0, "t", a);
+  auto on1 = job.allreduce(1, "t", b);
+  job.io.run_for(50ms);
+  job.nodes[2].ring->stop(Status::Closed("shutting down"), Status::Closed("node 2 of job 'j' shut down"));
+  REQUIRE(job.run_until([&] { return on0->status && on1->status; }));
+  for (auto* o : {on0.get(), on1.get()}) {
+    CHECK(o->status->code() == StatusCode::kPeerLost);
+    CHECK_MESSAGE(o->status->message() == "node 2 of job 'j' shut down", o->status->message());
+  }
+  CHECK(job.nodes[0].losses.size() == 1);
+  CHECK(job.nodes[1].losses.size() == 1);
+}
