@@ -36,6 +36,40 @@ std::string summary(const NodeDaemons& daemons, const LaunchOptions& o) {
   return line;
 }
 
+// The job on daemons that run already (--daemon): nothing to start or stop.
+int run_attached(const LaunchPlan& plan, const std::string& program) {
+  const LaunchOptions& o = plan.options;
+  for (std::size_t i = 0; i < o.attach.size(); ++i)
+    if (::access(o.attach[i].socket.c_str(), F_OK) != 0) {
+      say(plan.tool, "node " + std::to_string(i) + ": no ringsyncd socket at " + o.attach[i].socket +
+                         "; start the daemon first (ringsyncd --socket " + o.attach[i].socket + " --control-address " +
+                         o.attach[i].control + ")");
+      return 1;
+    }
+  StopSignals signals;
+  RanksSpec ranks;
+  ranks.command = o.command;
+  ranks.command.front() = program;
+  ranks.nodes = o.nodes;
+  ranks.slots = o.slots;
+  ranks.job_id = o.job_id;
+  ranks.timeout = o.timeout;
+  ranks.stop_grace = o.stop_grace;
+  ranks.raw_stdout_rank = plan.raw_stdout_rank;
+  ranks.tool = plan.tool;
+  for (const auto& a : o.attach) {
+    ranks.sockets.push_back(a.socket);
+    ranks.control_addresses.push_back(a.control);
+  }
+  ranks.job_token = random_job_token();
+  std::string line = std::to_string(o.nodes) + " node(s) x " + std::to_string(o.slots) + " slot(s) = " +
+                     std::to_string(o.nodes * o.slots) + " rank(s) of job '" + o.job_id + "' on running daemons:";
+  for (std::size_t i = 0; i < o.attach.size(); ++i)
+    line += (i ? ", node " : " node ") + std::to_string(i) + " " + o.attach[i].control;
+  say(plan.tool, line);
+  return run_trainer_ranks(ranks, nullptr, signals);
+}
+
 }  // namespace
 
 int run_launch(const LaunchPlan& plan, const std::string& self, const LaunchHooks& hooks) {
@@ -45,6 +79,7 @@ int run_launch(const LaunchPlan& plan, const std::string& self, const LaunchHook
     say(plan.tool, program.status().message());
     return 127;
   }
+  if (!o.attach.empty()) return run_attached(plan, *program);
   const std::string daemon = daemon_program(self);
   if (::access(daemon.c_str(), X_OK) != 0) {
     say(plan.tool, "no ringsyncd at " + daemon +
@@ -102,7 +137,8 @@ int run_launch(const LaunchPlan& plan, const std::string& self, const LaunchHook
   ranks.stop_grace = o.stop_grace;
   ranks.raw_stdout_rank = plan.raw_stdout_rank;
   ranks.tool = plan.tool;
-  int status = run_trainer_ranks(ranks, *daemons, signals);
+  for (int i = 0; i < daemons->size(); ++i) ranks.sockets.push_back(daemons->socket(i));
+  int status = run_trainer_ranks(ranks, &*daemons, signals);
   if (hooks.ranks_done) hooks.ranks_done(*daemons, status);
 
   const auto unclean = daemons->stop(std::chrono::seconds(20));

@@ -8,12 +8,19 @@ const char* const kLaunchHelp =
     "usage: ringsync launch --nodes N --slots L [--job-id ID] [--daemon-arg ARG]...\n"
     "                       [--log-dir DIR] [--timeout DURATION] [--stop-grace DURATION]\n"
     "                       -- CMD [ARGS...]\n"
+    "       ringsync launch --daemon SOCKET@HOST:PORT [--daemon ...] --slots L [--job-id ID]\n"
+    "                       [--timeout DURATION] [--stop-grace DURATION] -- CMD [ARGS...]\n"
     "\n"
     "Runs a multi-node job on this machine: N ringsyncd daemons, each one simulated\n"
-    "node, and L copies of CMD per node (N*L trainer ranks).\n"
+    "node, and L copies of CMD per node (N*L trainer ranks). With --daemon, no daemon\n"
+    "is started: the job runs on daemons that run already (started with\n"
+    "--control-address and no job), one --daemon per node in node order, and the\n"
+    "ranks describe the job to them (below).\n"
     "\n"
     "options:\n"
     "  --nodes N            daemons (simulated nodes), 1 to 64\n"
+    "  --daemon SOCKET@HOST:PORT  a running ringsyncd: its socket and its --control-address;\n"
+    "                       repeat it for every node, node 0 first (then --nodes may be left out)\n"
     "  --slots L            trainer processes per node, 1 to 4096\n"
     "  --job-id ID          the job's id, given to the daemons and trainers (default: default)\n"
     "  --daemon-arg ARG     one more argument for every ringsyncd; repeat it for more, e.g.\n"
@@ -41,6 +48,8 @@ const char* const kLaunchHelp =
     "  RINGSYNC_SOCKET (node I's socket)  RINGSYNC_JOB_ID   RINGSYNC_RANK=R\n"
     "  RINGSYNC_SIZE=N*L   RINGSYNC_LOCAL_RANK=J   RINGSYNC_LOCAL_SIZE=L\n"
     "  RINGSYNC_NODE_RANK=I   RINGSYNC_NUM_NODES=N\n"
+    "and, with --daemon, RINGSYNC_NODES (every daemon's HOST:PORT, by node) and a fresh\n"
+    "random RINGSYNC_JOB_TOKEN: the daemons form this job's ring from them.\n"
     "stdin from /dev/null, in a process group of its own. Every line a rank writes is\n"
     "printed with the prefix '[rank R] ', its stdout on stdout and its stderr on stderr;\n"
     "a line longer than 64 KiB is printed in pieces.\n"
@@ -105,8 +114,8 @@ Result<LaunchOptions> parse_launch_options(const std::vector<std::string>& args)
       value = arg.substr(eq + 1);
       has_value = true;
     }
-    static const char* const kKnown[] = {"--nodes",   "--slots",   "--job-id",    "--daemon-arg",
-                                         "--log-dir", "--timeout", "--stop-grace"};
+    static const char* const kKnown[] = {"--nodes",   "--slots",   "--job-id",     "--daemon-arg",
+                                         "--log-dir", "--timeout", "--stop-grace", "--daemon"};
     bool known = false;
     for (const char* k : kKnown) known = known || name == k;
     if (!known)
@@ -127,6 +136,12 @@ Result<LaunchOptions> parse_launch_options(const std::vector<std::string>& args)
       if (value.empty() || value.size() > 256)
         return Status::InvalidArgument("--job-id must be 1 to 256 bytes");
       o.job_id = value;
+    } else if (name == "--daemon") {
+      const auto at = value.rfind('@');
+      if (at == std::string::npos || at == 0 || at + 1 == value.size() || value.find(':', at) == std::string::npos)
+        return Status::InvalidArgument("--daemon '" + value +
+                                       "' is not SOCKET@HOST:PORT (the daemon's socket, then its --control-address)");
+      o.attach.push_back({value.substr(0, at), value.substr(at + 1)});
     } else if (name == "--daemon-arg") {
       o.daemon_args.push_back(value);
     } else if (name == "--log-dir") {
@@ -142,6 +157,15 @@ Result<LaunchOptions> parse_launch_options(const std::vector<std::string>& args)
       if (!d.ok()) return d.status();
       o.stop_grace = *d;
     }
+  }
+  if (!o.attach.empty()) {
+    if (o.nodes != 0 && o.nodes != static_cast<int>(o.attach.size()))
+      return Status::InvalidArgument("--nodes " + std::to_string(o.nodes) + " but " + std::to_string(o.attach.size()) +
+                                     " --daemon: give one --daemon per node, or leave --nodes out");
+    if (!o.daemon_args.empty() || !o.log_dir.empty())
+      return Status::InvalidArgument("--daemon-arg and --log-dir are for the daemons ringsync launch starts; "
+                                     "with --daemon they run already");
+    o.nodes = static_cast<int>(o.attach.size());
   }
   if (o.nodes == 0) return Status::InvalidArgument("give --nodes N: the number of nodes (daemons), 1 to 64");
   if (o.slots == 0)

@@ -16,6 +16,13 @@ inline constexpr int kMaxSlots = 4096;
 
 struct LaunchOptions {
   int nodes = 0;  // --nodes: ringsyncd daemons, one per simulated node
+  // --daemon SOCKET@HOST:PORT, in node order: daemons that run already (no
+  // job flags), their socket and control address; then --nodes is their count.
+  struct Attached {
+    std::string socket;
+    std::string control;  // HOST:PORT
+  };
+  std::vector<Attached> attach;
   int slots = 0;  // --slots: trainer processes per node
   std::string job_id = "default";
   std::vector<std::string> daemon_args;  // --daemon-arg, in order, to every daemon

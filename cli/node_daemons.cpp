@@ -51,22 +51,6 @@ Result<std::vector<std::uint16_t>> free_ports(int count) {
   return ports;
 }
 
-// 128 random bits as hex: the job token that keeps other jobs' daemons out.
-std::string random_token() {
-  unsigned char bytes[16] = {};
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes)) {
-    std::random_device rd;
-    for (auto& b : bytes) b = static_cast<unsigned char>(rd());
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -88,6 +72,22 @@ std::string ready_value(const std::string& text, const std::string& key) {
 const std::vector<std::string> kRemovedEnv = {"RINGSYNC_HOSTS", "RINGSYNC_CONTROL_ADDRESS"};
 
 }  // namespace
+
+std::string random_job_token() {
+  unsigned char bytes[16] = {};
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  if (!urandom.read(reinterpret_cast<char*>(bytes), sizeof bytes)) {
+    std::random_device rd;
+    for (auto& b : bytes) b = static_cast<unsigned char>(rd());
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
 
 std::string NodeDaemons::log_path(int node) const {
   return (spec_.log_dir / ("node-" + std::to_string(node) + ".log")).string();
@@ -126,7 +126,7 @@ Result<NodeDaemons> NodeDaemons::start(const DaemonSpec& spec, const std::functi
       for (auto port : *ports) out << "127.0.0.1:" << port << " slots=" << spec.slots << "\n";
       if (!out) return Status::Internal("cannot write " + hostfile.string());
     }
-    const std::string token = random_token();
+    const std::string token = random_job_token();
     Status failure;
     for (int i = 0; i < spec.nodes && failure.ok(); ++i) {
       Node node;

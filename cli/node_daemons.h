@@ -17,6 +17,9 @@
 
 namespace ringsync::cli {
 
+// 128 random bits as hex: a job token that keeps other jobs' daemons out.
+std::string random_job_token();
+
 struct DaemonSpec {
   int nodes = 1;
   int slots = 1;

@@ -94,7 +94,7 @@ void say(const std::string& tool, const std::string& text) {
   write_all(2, line);
 }
 
-int run_trainer_ranks(const RanksSpec& spec, NodeDaemons& daemons, StopSignals& signals) {
+int run_trainer_ranks(const RanksSpec& spec, NodeDaemons* daemons, StopSignals& signals) {
   const int size = spec.nodes * spec.slots;
   allow_open_files(static_cast<std::size_t>(size) * 2 + 64);
 
@@ -120,7 +120,7 @@ int run_trainer_ranks(const RanksSpec& spec, NodeDaemons& daemons, StopSignals& 
   for (int rank = 0; rank < size && !stopping; ++rank) {
     const int node = rank / spec.slots, local = rank % spec.slots;
     SpawnOptions options;
-    options.extra_env = {{"RINGSYNC_SOCKET", daemons.socket(node)},
+    options.extra_env = {{"RINGSYNC_SOCKET", spec.sockets.at(node)},
                          {"RINGSYNC_JOB_ID", spec.job_id},
                          {"RINGSYNC_RANK", std::to_string(rank)},
                          {"RINGSYNC_SIZE", std::to_string(size)},
@@ -128,6 +128,12 @@ int run_trainer_ranks(const RanksSpec& spec, NodeDaemons& daemons, StopSignals& 
                          {"RINGSYNC_LOCAL_SIZE", std::to_string(spec.slots)},
                          {"RINGSYNC_NODE_RANK", std::to_string(node)},
                          {"RINGSYNC_NUM_NODES", std::to_string(spec.nodes)}};
+    if (!spec.control_addresses.empty()) {
+      std::string nodes;
+      for (const auto& a : spec.control_addresses) nodes += (nodes.empty() ? "" : ",") + a;
+      options.extra_env["RINGSYNC_NODES"] = nodes;
+      options.extra_env["RINGSYNC_JOB_TOKEN"] = spec.job_token;
+    }
     options.capture_output = true;
     options.null_stdin = true;
     options.own_process_group = true;
@@ -183,10 +189,10 @@ int run_trainer_ranks(const RanksSpec& spec, NodeDaemons& daemons, StopSignals& 
       }
     }
     // Daemons first: a trainer failing because its daemon died should not hide that.
-    for (auto [node, st] : daemons.newly_exited()) {
-      say(spec.tool, "node " + std::to_string(node) + "'s ringsyncd (pid " + std::to_string(daemons.pid(node)) +
+    for (auto [node, st] : daemons ? daemons->newly_exited() : std::vector<std::pair<int, int>>{}) {
+      say(spec.tool, "node " + std::to_string(node) + "'s ringsyncd (pid " + std::to_string(daemons->pid(node)) +
                          ") " + describe_exit(st) + " during the job; the end of its log (" +
-                         daemons.log_path(node) + "):\n" + daemons.log_tail(node));
+                         daemons->log_path(node) + "):\n" + daemons->log_tail(node));
       stop_all(1, "node " + std::to_string(node) + "'s daemon is gone");
     }
     for (auto& r : ranks) {

@@ -19,6 +19,12 @@ struct RanksSpec {
   int nodes = 1;
   int slots = 1;
   std::string job_id = "default";
+  std::vector<std::string> sockets;  // node I's daemon socket
+  // Daemons that run already (ringsync launch --daemon): the ranks describe
+  // the job to them, RINGSYNC_NODES (these control addresses, by node) and a
+  // fresh RINGSYNC_JOB_TOKEN. Empty: the launcher's own pre-configured daemons.
+  std::vector<std::string> control_addresses;
+  std::string job_token;
   std::optional<std::chrono::nanoseconds> timeout;
   std::chrono::nanoseconds stop_grace = std::chrono::seconds(10);
   // This global rank's stdout goes out without the prefix (the demo's table); -1: none.
@@ -29,7 +35,8 @@ struct RanksSpec {
 // Runs the job to its end and returns its exit status: 0 when every rank exited 0;
 // else the first failing rank's status (128+S for signal S), 1 for a daemon that
 // died, 124 for the timeout, 128+S for a stop signal S to the launcher.
-int run_trainer_ranks(const RanksSpec& spec, NodeDaemons& daemons, StopSignals& signals);
+// `daemons`: the launcher's own, watched for exits (null: attached daemons).
+int run_trainer_ranks(const RanksSpec& spec, NodeDaemons* daemons, StopSignals& signals);
 
 // Writes "TOOL: text" and a newline to stderr in one write.
 void say(const std::string& tool, const std::string& text);

@@ -271,3 +271,27 @@ TEST_CASE("jobs: trainers started with only torchrun, Open MPI or Slurm variable
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+TEST_CASE("jobs: ringsync launch --daemon runs jobs on daemons that run already, one after another and at once") {
+  ClusterFixture cluster(service());
+  const auto launch = [&](const std::string& job, const std::string& log, const std::vector<std::string>& scenario) {
+    std::vector<std::string> argv = {bin("ringsync"), "launch", "--slots", "2", "--job-id", job};
+    for (int i = 0; i < cluster.nodes(); ++i) {
+      argv.push_back("--daemon");
+      argv.push_back(cluster.socket(i) + "@" + cluster.control_address(i));
+    }
+    argv.push_back("--");
+    argv.push_back(bin("ringsync-test-rank"));
+    argv.insert(argv.end(), scenario.begin(), scenario.end());
+    return spawn(argv, {}, cluster.dir().file(log));
+  };
+  Child first = launch("launched-1", "launch1.log", {"collectives", "1", "1001"});
+  CHECK_MESSAGE(first.succeeded(120s), read_file(cluster.dir().file("launch1.log")));
+  CHECK(read_file(cluster.dir().file("launch1.log")).find("on running daemons") != std::string::npos);
+  Child a = launch("launched-a", "launch-a.log", {"verify-loop", "f32", "65537", "20"});
+  Child b = launch("launched-b", "launch-b.log", {"verify-loop", "bf16", "4097", "20"});
+  CHECK_MESSAGE(a.succeeded(120s), read_file(cluster.dir().file("launch-a.log")));
+  CHECK_MESSAGE(b.succeeded(120s), read_file(cluster.dir().file("launch-b.log")));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}

@@ -180,6 +180,9 @@ TEST_CASE("bad arguments are refused with what to type instead") {
       {{"--nodes", "1", "--slots", "1", "--timeout", "soon", "--", "true"}, "--timeout 'soon'"},
       {{"--nodes", "1", "--slots", "1", "--colour", "--", "true"}, "unknown option '--colour'"},
       {{"--nodes", "1", "--slots"}, "--slots needs a value"},
+      {{"--daemon", "/tmp/x.sock", "--slots", "1", "--", "true"}, "is not SOCKET@HOST:PORT"},
+      {{"--daemon", "/a@h:1", "--nodes", "2", "--slots", "1", "--", "true"}, "one --daemon per node"},
+      {{"--daemon", "/a@h:1", "--slots", "1", "--daemon-arg", "x", "--", "true"}, "with --daemon they run already"},
   };
   for (const auto& [args, message] : cases) {
     CAPTURE(message);
