@@ -110,7 +110,7 @@ struct Encoder {
   }
   std::pair<fb::PeerBody, Offset> operator()(const RankLeft& m) {
     auto reason = b.CreateString(m.reason);
-    return {fb::PeerBody::RankLeft, fb::CreateRankLeft(b, m.epoch, m.origin, m.global_rank, reason).Union()};
+    return {fb::PeerBody::RankLeft, fb::CreateRankLeft(b, m.epoch, m.origin, m.global_rank, reason, m.clean).Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const NodeDrained& m) {
     return {fb::PeerBody::NodeDrained, fb::CreateNodeDrained(b, m.epoch, m.node_rank).Union()};
@@ -238,7 +238,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
     case fb::PeerBody::RankLeft: {
       const auto* m = frame->body_as_RankLeft();
       if (!m->reason() || m->reason()->size() == 0) return Status::ProtocolError("rank-left notice without a reason");
-      return Message(RankLeft{m->epoch(), m->origin(), m->global_rank(), m->reason()->str()});
+      return Message(RankLeft{m->epoch(), m->origin(), m->global_rank(), m->reason()->str(), m->clean()});
     }
     case fb::PeerBody::NodeDrained: {
       const auto* m = frame->body_as_NodeDrained();

@@ -128,6 +128,7 @@ struct RankLeft {
   std::uint32_t origin = 0;  // the rank's node
   std::uint32_t global_rank = 0;
   std::string reason;
+  bool clean = false;  // left on purpose, nothing unfinished
 };
 
 struct NodeDrained {

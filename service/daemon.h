@@ -78,7 +78,7 @@ class Daemon {
   std::string advertised_address() const;
   // "rank 3 of job 'j' (node 1 at 10.0.0.2:29517, local rank 1, pid 42)".
   std::string rank_name(const ClientSession& session) const;
-  void rank_left(const ClientSession& session, const Status& why);
+  void rank_left(const ClientSession& session, const Status& why, bool clean = false);
   void on_ring_lost(const std::string& job_id, const Status& why);
   // A job its trainers described: once no rank of it is here and its ring is
   // not formed (or closed), the ring goes.

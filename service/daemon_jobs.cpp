@@ -255,11 +255,11 @@ std::string Daemon::rank_name(const ClientSession& session) const {
          std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) + ")";
 }
 
-void Daemon::rank_left(const ClientSession& session, const Status& why) {
+void Daemon::rank_left(const ClientSession& session, const Status& why, bool clean) {
   const auto& who = *session.membership;
   cluster::JobRing* ring = ring_of(who.job_id);
   if (!ring) return;
-  ring->rank_left(ring->node_rank() * ring->slots() + who.local_rank, why);
+  ring->rank_left(ring->node_rank() * ring->slots() + who.local_rank, why, clean);
 }
 
 void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
@@ -299,7 +299,7 @@ void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
                                  : " is gone: its connection closed (the process exited or was killed)";
     const Status why = Status::PeerLost(rank_name(*session) + how);
     for (auto& pending : job.leave(who.local_rank, why.message())) fail(pending, why, "client_lost");
-    if (!session->liveness.reported) rank_left(*session, why);
+    if (!session->liveness.reported) rank_left(*session, why, unfinished == 0 && session->liveness.left);
     ring->set_local_ranks(job.connected());
   }
   if (job.connected() == 0) jobs_.erase(job_it);

@@ -280,7 +280,9 @@ asio::awaitable<void> ClientSession::serve_channel() {
     boost::system::error_code ec;
     co_await socket_.async_read_some(asio::buffer(bells), asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      // The trainer is gone: nobody will make room for what is queued.
+      // The trainer is gone: what it wrote last (its Leave) is read first;
+      // nobody will make room for what is queued.
+      drain();
       close();
       co_return;
     }

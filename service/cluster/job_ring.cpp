@@ -111,7 +111,7 @@ void JobRing::local_ready(PendingCollective collective) {
   negotiator_.local_ready(std::move(collective));
 }
 
-void JobRing::rank_left(std::uint32_t global_rank, const Status& why) {
+void JobRing::rank_left(std::uint32_t global_rank, const Status& why, bool clean) {
   if (stopping_) return;
   if (!membership_->formed()) {
     // Nobody else holds anything of this run yet; what waits here fails.
@@ -121,11 +121,11 @@ void JobRing::rank_left(std::uint32_t global_rank, const Status& why) {
   if (drained_) {
     // A rank of the next run, while the last one is being closed: the next
     // ring hears of it.
-    if (!unsent_notice_) unsent_notice_.emplace(global_rank, why);
+    if (!unsent_notice_) unsent_notice_ = Notice{global_rank, why, clean};
     return;
   }
   if (broken_ || notice_sent_) return;  // the run is broken already: the first reason stands
-  peer_wire::RankLeft notice{membership_->epoch(), job_.node_rank, global_rank, why.message()};
+  peer_wire::RankLeft notice{membership_->epoch(), job_.node_rank, global_rank, why.message(), clean};
   if (job_.node_rank == 0) {
     break_everywhere(notice);
   } else {
@@ -138,15 +138,19 @@ void JobRing::rank_left(std::uint32_t global_rank, const Status& why) {
 void JobRing::break_everywhere(const peer_wire::RankLeft& notice) {
   if (broken_) return;
   for (std::uint32_t r = 1; r < job_.num_nodes; ++r) membership_->send(r, notice);
-  apply_break(Status::PeerLost(notice.reason));
+  apply_break(Status::PeerLost(notice.reason), notice.clean);
 }
 
-void JobRing::apply_break(const Status& why) {
+void JobRing::apply_break(const Status& why, bool clean) {
   if (broken_) return;
   broken_ = why;
   notice_sent_ = false;
   drained_nodes_.assign(job_.num_nodes, false);
-  RS_LOG(warn, "ring") << why.message() << "; the job's collectives fail on every node until its ranks have left";
+  if (clean) {
+    RS_LOG(info, "ring") << why.message() << "; the run of job '" << job_.id << "' is over on every node";
+  } else {
+    RS_LOG(warn, "ring") << why.message() << "; the job's collectives fail on every node until its ranks have left";
+  }
   negotiator_.break_run(why);
   if (hooks_.ring_lost) hooks_.ring_lost(why);
   check_drained();
@@ -180,7 +184,7 @@ void JobRing::maybe_finish() {
 void JobRing::on_formed(std::uint64_t epoch) {
   executor_.formed(epoch, membership_->engine());
   negotiator_.formed(epoch, membership_.get());
-  if (auto notice = std::exchange(unsent_notice_, std::nullopt)) rank_left(notice->first, notice->second);
+  if (auto notice = std::exchange(unsent_notice_, std::nullopt)) rank_left(notice->global_rank, notice->why, notice->clean);
 }
 
 void JobRing::on_lost(const Status& why, bool quiet) {
@@ -207,7 +211,7 @@ void JobRing::on_message(std::uint32_t from, peer_wire::Message message) {
       }
       break_everywhere(*notice);
     } else if (from == 0) {
-      apply_break(Status::PeerLost(notice->reason));
+      apply_break(Status::PeerLost(notice->reason), notice->clean);
     }
     return;
   }

@@ -77,7 +77,9 @@ class JobRing {
   // (and later ones) with `why`, while operations already planned finish.
   // Once every node's ranks have left, node 0 closes the ring quietly (a
   // pre-configured job's ring forms again for the next run).
-  void rank_left(std::uint32_t global_rank, const Status& why);
+  // clean: it left on purpose with nothing unfinished (the usual end of a
+  // run: logged at info, not as a warning).
+  void rank_left(std::uint32_t global_rank, const Status& why, bool clean = false);
   // How many of the job's ranks are connected to this node now.
   void set_local_ranks(std::size_t connected);
   // A run of the job was broken (a rank left) and not yet closed everywhere.
@@ -105,7 +107,7 @@ class JobRing {
   void on_message(std::uint32_t from, peer_wire::Message message);
   // Node 0: the first notice of a run breaks it everywhere.
   void break_everywhere(const peer_wire::RankLeft& notice);
-  void apply_break(const Status& why);
+  void apply_break(const Status& why, bool clean);
   void check_drained();
   void maybe_finish();
 
@@ -125,7 +127,12 @@ class JobRing {
   std::vector<bool> drained_nodes_;
   std::size_t local_ranks_ = 0;
   // A rank that left while the ring was between runs: told to the next ring.
-  std::optional<std::pair<std::uint32_t, Status>> unsent_notice_;
+  struct Notice {
+    std::uint32_t global_rank;
+    Status why;
+    bool clean;
+  };
+  std::optional<Notice> unsent_notice_;
   Executor executor_;
   Negotiator negotiator_;
   std::shared_ptr<Membership> membership_;

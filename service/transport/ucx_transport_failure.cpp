@@ -1,4 +1,5 @@
 // Lost peers, cancel_all() and teardown of the UCX transport.
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
@@ -38,8 +39,13 @@ void UcxTransport::handle_lost_peers() {
     newly_lost_.pop_back();
     const Status why = lost_status(lost);
     // After cancel_all() the ring is being torn down on purpose and every
-    // endpoint is going away: that is not news worth a warning.
-    if (closed_) {
+    // endpoint is going away; with nothing in flight to the peer (a ring
+    // whose run ended, closed by the peer first) nothing is lost either:
+    // neither is news worth a warning. The job's verdict names the machine.
+    const bool in_flight = std::any_of(ops_.begin(), ops_.end(), [lost](const auto& entry) {
+      return entry.second.peer == lost && !entry.second.verdict;
+    });
+    if (closed_ || !in_flight) {
       RS_LOG(debug, "ucx") << why.message();
     } else {
       RS_LOG(warn, "ucx") << why.message();

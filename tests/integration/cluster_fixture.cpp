@@ -397,8 +397,10 @@ NodeLossRun hurt_node_mid_loop(ClusterFixture& /*cluster*/, RankGroup& ranks, in
   ranks.start_all(loop);
   out.looping = ranks.wait_marks("looping", 60s);
   if (!out.looping) return out;
+  const auto hurt_at = std::chrono::steady_clock::now();
   hurt();
   out.survivors = ranks.wait(deadline, ranks.not_on_node(victim));
+  out.survivors_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - hurt_at).count();
   if (between) between();
   out.victims = ranks.wait(deadline, ranks.on_node(victim));
   return out;

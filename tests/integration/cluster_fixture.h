@@ -191,6 +191,7 @@ struct NodeLossRun {
   bool looping = false;        // every rank got through a first iteration
   std::vector<int> survivors;  // exit codes of the ranks on the other nodes
   std::vector<int> victims;    // of the ranks on the hurt node
+  double survivors_seconds = 0;  // from the hurt to the last survivor's exit
 };
 
 // Starts `loop` on every rank (expecting peer lost naming "node VICTIM"), waits

@@ -79,6 +79,7 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: allreduce then a daemon killed mid-loop
     const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL);
     REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
                     ranks.report(), cluster.logs());
+    MESSAGE("the ranks on the other hosts had their error ", out.survivors_seconds, " s after the fault");
     CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
                   "every rank on hosts 0 and 2 should get peer lost naming node 1 (exit ",
                   rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
@@ -112,6 +113,7 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: a host's link cut mid-loop") {
         cluster, ranks, victim, [&] { set_link("down"); }, [&] { set_link("up"); });
     REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
                     ranks.report(), cluster.logs());
+    MESSAGE("the ranks on the other hosts had their error ", out.survivors_seconds, " s after the fault");
     CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
                   "every rank on hosts 0 and 2 should get peer lost naming node 1 (exit ",
                   rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());
@@ -138,6 +140,7 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: a daemon stopped mid-loop") {
                                                [&] { cluster.signal(victim, SIGCONT); });
     REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n",
                     ranks.report(), cluster.logs());
+    MESSAGE("the ranks on the other hosts had their error ", out.survivors_seconds, " s after the fault");
     CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
                   "every rank on hosts 0 and 1 should get peer lost naming node 2 (exit ",
                   rank_exit::kPeerLost, "):\n", ranks.report(), cluster.logs());

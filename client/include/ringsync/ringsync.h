@@ -21,6 +21,9 @@
  * sleeps, which saves a wake-up (and spends up to that much CPU per wait,
  * yielding to other threads as it polls); for larger ones at most 50;
  * rs_test() and every submission read what has arrived without waiting.
+ * A thread that waits longer than the daemon's heartbeat interval (a quarter
+ * of its --rank-liveness-timeout) tells it, every interval, that this rank is
+ * alive and waiting; a rank whose process stops is failed after the timeout.
  */
 #ifndef RINGSYNC_RINGSYNC_H
 #define RINGSYNC_RINGSYNC_H
@@ -94,9 +97,16 @@ RINGSYNC_API const char* rs_last_error(void) RINGSYNC_NOEXCEPT;
 RINGSYNC_API size_t rs_dtype_size(rs_dtype_t dtype) RINGSYNC_NOEXCEPT;
 
 /* Connects to the daemon and joins the job as local_rank of local_size. config may
- * be NULL (everything from the environment and the defaults).
- * Fails with RS_INVALID_ARGUMENT if the rank is taken or the sizes disagree with
- * ranks already joined, RS_CLOSED if no daemon answers within the timeout. */
+ * be NULL (everything from the environment and the defaults). A multi-node job
+ * is described by the environment: RINGSYNC_NODES (every node's daemon,
+ * host:port, in node order) and RINGSYNC_NODE_RANK, or RINGSYNC_NUM_NODES with
+ * a rendezvous store (the daemon's --rendezvous or RINGSYNC_RENDEZVOUS; then the
+ * call returns once this node has its rank), and RINGSYNC_JOB_TOKEN; without
+ * RINGSYNC_LOCAL_RANK and RINGSYNC_LOCAL_SIZE, torchrun's, Open MPI's or Slurm's
+ * variables give the ranks (docs/cluster.md, "Jobs and membership").
+ * Fails with RS_INVALID_ARGUMENT if the rank is taken, the sizes disagree with
+ * ranks already joined or the job's description is wrong (the message says
+ * which setting), RS_CLOSED if no daemon answers within the timeout. */
 RINGSYNC_API rs_status_t rs_connect(const rs_config_t* config,
                                     rs_context_t** out) RINGSYNC_NOEXCEPT;
 
