@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "service/rendezvous/etcd_store.h"
+#include "service/rendezvous/store_rendezvous.h"
 
 namespace ringsync::service::cluster {
 
@@ -16,6 +17,7 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
     : job_(std::move(job)),
       settings_(settings),
       hooks_(std::move(hooks)),
+      io_(io),
       executor_(io, job_, settings, pool, metrics, timeline,
                 Executor::Hooks{hooks_.fail, hooks_.succeed, [this](const Status& why) { membership_->suspect(why); },
                                 [this] { check_drained(); }}),
@@ -39,7 +41,9 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
                      "peer_lost");
   };
   membership_hooks.message = [this](std::uint32_t from, peer_wire::Message m) { on_message(from, std::move(m)); };
-  if (!job_.rendezvous.empty()) {
+  if (job_.rendezvous.empty()) {
+    rendezvous_ = std::make_shared<rendezvous::StaticRendezvous>(job_.nodes, job_.node_rank);
+  } else {
     // open() failing (a malformed URL) is reported by start().
     auto store = rendezvous::EtcdStore::open(job_.rendezvous, settings.rendezvous_timeout);
     if (store.ok())
@@ -65,7 +69,7 @@ Status JobRing::start() {
     std::optional<std::uint32_t> wanted;
     if (job_.node_rank_known) wanted = job_.node_rank;
     asio::co_spawn(
-        rendezvous_->io(),
+        io_,
         [this, alive = std::weak_ptr<int>(alive_), wanted, rendezvous = rendezvous_]() -> asio::awaitable<void> {
           auto rank = co_await rendezvous->join(wanted);
           if (alive.expired() || stopping_) {

@@ -21,6 +21,7 @@
 #include "service/cluster/job_spec.h"
 #include "service/cluster/membership.h"
 #include "service/cluster/negotiator.h"
+#include "service/rendezvous/rendezvous.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
 #include "service/pending_collective.h"
@@ -116,7 +117,8 @@ class JobRing {
   Hooks hooks_;
   bool stopping_ = false;
   bool registered_ = true;
-  std::shared_ptr<rendezvous::StoreRendezvous> rendezvous_;
+  boost::asio::io_context& io_;
+  std::shared_ptr<rendezvous::Rendezvous> rendezvous_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   // The current run's break: why, whether this node's ranks have all left
   // since (and when), and on node 0 which workers said so.

@@ -25,7 +25,7 @@ constexpr auto kMaxReformPause = std::chrono::milliseconds(5000);
 
 Membership::Membership(asio::io_context& io, JobSpec& job, const ClusterConfig& settings, ControlListener* listener,
                        std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics, Hooks hooks,
-                       std::shared_ptr<rendezvous::StoreRendezvous> rendezvous)
+                       std::shared_ptr<rendezvous::Rendezvous> rendezvous)
     : io_(io),
       job_(job),
       rendezvous_(std::move(rendezvous)),
@@ -96,8 +96,8 @@ asio::awaitable<void> Membership::formation_loop(std::shared_ptr<Membership> /*k
   auto pause = kReformPause;
   while (!stopping_) {
     Status failed = Status::Ok();
-    if (rendezvous_) {
-      // Who is in the job, from the store; node 0 numbers this membership.
+    {
+      // Who is in the job (the node list, or the store's); node 0 numbers the ring.
       auto members = co_await rendezvous_->members(std::chrono::steady_clock::now() + settings_.join_timeout);
       if (stopping_) break;
       if (members.ok()) {
@@ -181,7 +181,6 @@ Status Membership::form(Joined joined) {
 
   ++generation_;
   epoch_ = joined.epoch;
-  next_epoch_ = epoch_ + 1;
   formed_ = true;
   const std::uint64_t generation = generation_;
   auto wire = [this, generation](std::uint32_t node, const std::shared_ptr<PeerLink>& link) {

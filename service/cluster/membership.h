@@ -33,7 +33,7 @@
 #include "service/cluster/ring_engine.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
-#include "service/rendezvous/store_rendezvous.h"
+#include "service/rendezvous/rendezvous.h"
 #include "service/transport/counting.h"
 
 namespace ringsync::service::cluster {
@@ -55,11 +55,12 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   };
 
   // `job` and `settings` must outlive this object's owner; `listener` (node 0
-  // of a job of several nodes) must outlive stop(). With `rendezvous`, every
-  // attempt first waits for the job's members there and fills in job.nodes.
+  // of a job of several nodes) must outlive stop(). Every attempt first asks
+  // `rendezvous` for the job's members (filling in job.nodes) and, on node 0,
+  // for the ring's epoch.
   Membership(boost::asio::io_context& io, JobSpec& job, const ClusterConfig& settings, ControlListener* listener,
              std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics, Hooks hooks,
-             std::shared_ptr<rendezvous::StoreRendezvous> rendezvous = nullptr);
+             std::shared_ptr<rendezvous::Rendezvous> rendezvous);
   ~Membership() override;
 
   // Starts forming (node 0 takes this job's hellos from the control port).
@@ -110,7 +111,7 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
 
   boost::asio::io_context& io_;
   JobSpec& job_;
-  std::shared_ptr<rendezvous::StoreRendezvous> rendezvous_;
+  std::shared_ptr<rendezvous::Rendezvous> rendezvous_;
   const ClusterConfig& settings_;
   ControlListener* listener_;
   std::uint64_t route_ = 0;  // node 0: this ring's route on the control port

@@ -27,6 +27,7 @@
 
 #include "common/hostfile.h"
 #include "common/status.h"
+#include "service/rendezvous/rendezvous.h"
 #include "service/rendezvous/store.h"
 
 namespace ringsync::service::rendezvous {
@@ -39,11 +40,7 @@ struct RendezvousJob {
   std::string address;  // this daemon's control address, as the others reach it
 };
 
-struct Members {
-  std::vector<HostEntry> nodes;  // by node rank
-};
-
-class StoreRendezvous : public std::enable_shared_from_this<StoreRendezvous> {
+class StoreRendezvous final : public Rendezvous, public std::enable_shared_from_this<StoreRendezvous> {
  public:
   // lease: how long a registration outlives its daemon's last keep-alive.
   StoreRendezvous(boost::asio::io_context& io, std::unique_ptr<Store> store, RendezvousJob job,
@@ -53,14 +50,14 @@ class StoreRendezvous : public std::enable_shared_from_this<StoreRendezvous> {
   // error if another address holds it), else the rank this address held, else
   // the first free one. Refused: another shape or token for the job, or every
   // rank taken. Then keeps the registration alive until leave().
-  boost::asio::awaitable<Result<std::uint32_t>> join(std::optional<std::uint32_t> wanted);
+  boost::asio::awaitable<Result<std::uint32_t>> join(std::optional<std::uint32_t> wanted) override;
   // Every node of the job, once all have registered, or an error at `deadline`
   // naming those that did not (or what the store said).
-  boost::asio::awaitable<Result<Members>> members(std::chrono::steady_clock::time_point deadline);
+  boost::asio::awaitable<Result<Members>> members(std::chrono::steady_clock::time_point deadline) override;
   // Node 0, before each roster: the job's next epoch (a counter in the store).
-  boost::asio::awaitable<Result<std::uint64_t>> next_epoch();
+  boost::asio::awaitable<Result<std::uint64_t>> next_epoch() override;
   // Ends the registration (revokes the lease, in the background).
-  void leave();
+  void leave() override;
 
   const std::string& store_name() const { return store_->name(); }
   boost::asio::io_context& io() { return io_; }
