@@ -36,6 +36,22 @@ std::string summary(const NodeDaemons& daemons, const LaunchOptions& o) {
   return line;
 }
 
+// The trainers of the plan; the caller says where the daemons are.
+RanksSpec ranks_of(const LaunchPlan& plan, const std::string& program) {
+  const LaunchOptions& o = plan.options;
+  RanksSpec ranks;
+  ranks.command = o.command;
+  ranks.command.front() = program;
+  ranks.nodes = o.nodes;
+  ranks.slots = o.slots;
+  ranks.job_id = o.job_id;
+  ranks.timeout = o.timeout;
+  ranks.stop_grace = o.stop_grace;
+  ranks.raw_stdout_rank = plan.raw_stdout_rank;
+  ranks.tool = plan.tool;
+  return ranks;
+}
+
 // The job on daemons that run already (--daemon): nothing to start or stop.
 int run_attached(const LaunchPlan& plan, const std::string& program) {
   const LaunchOptions& o = plan.options;
@@ -47,16 +63,7 @@ int run_attached(const LaunchPlan& plan, const std::string& program) {
       return 1;
     }
   StopSignals signals;
-  RanksSpec ranks;
-  ranks.command = o.command;
-  ranks.command.front() = program;
-  ranks.nodes = o.nodes;
-  ranks.slots = o.slots;
-  ranks.job_id = o.job_id;
-  ranks.timeout = o.timeout;
-  ranks.stop_grace = o.stop_grace;
-  ranks.raw_stdout_rank = plan.raw_stdout_rank;
-  ranks.tool = plan.tool;
+  RanksSpec ranks = ranks_of(plan, program);
   for (const auto& a : o.attach) {
     ranks.sockets.push_back(a.socket);
     ranks.control_addresses.push_back(a.control);
@@ -127,16 +134,7 @@ int run_launch(const LaunchPlan& plan, const std::string& self, const LaunchHook
   else
     say(plan.tool, summary(*daemons, o));
 
-  RanksSpec ranks;
-  ranks.command = o.command;
-  ranks.command.front() = *program;
-  ranks.nodes = o.nodes;
-  ranks.slots = o.slots;
-  ranks.job_id = o.job_id;
-  ranks.timeout = o.timeout;
-  ranks.stop_grace = o.stop_grace;
-  ranks.raw_stdout_rank = plan.raw_stdout_rank;
-  ranks.tool = plan.tool;
+  RanksSpec ranks = ranks_of(plan, *program);
   for (int i = 0; i < daemons->size(); ++i) ranks.sockets.push_back(daemons->socket(i));
   int status = run_trainer_ranks(ranks, &*daemons, signals);
   if (hooks.ranks_done) hooks.ranks_done(*daemons, status);

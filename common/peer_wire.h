@@ -121,6 +121,8 @@ struct Goodbye {
   bool finished = false;  // the job's run ended everywhere: close quietly
   std::int32_t lost_node = -1;  // whom the reason is about; -1: nobody in particular
 };
+// Goodbye::lost_node of a link's own watchdog: the receiver itself went silent.
+inline constexpr std::int32_t kLostNodeYou = -2;
 
 // A rank of the job left; relayed by node 0 (schemas/peer.fbs).
 struct RankLeft {

@@ -53,18 +53,29 @@ Result<LauncherPlace> from_global(LauncherPlace p, int rank, int size, const std
   return p;
 }
 
+// A launcher that gives the local rank and size and the global rank and
+// size (torchrun, Open MPI); the node follows from them.
+struct GlobalPlace {
+  LauncherPlace place;
+  int rank = 0;
+  int size = 1;
+};
+Result<GlobalPlace> global_place(const Env& env, const std::string& launcher, const char* local_rank,
+                                 const char* local_size, const char* rank, const char* size) {
+  auto l = number(env, local_rank, 0, launcher);
+  auto ls = number(env, local_size, 1, launcher);
+  auto r = number(env, rank, 0, launcher);
+  auto s = number(env, size, 1, launcher);
+  for (const auto* x : {&l, &ls, &r, &s})
+    if (!x->ok()) return x->status();
+  GlobalPlace g{LauncherPlace{launcher, *l, *ls, -1, 0, ""}, *r, *s};
+  return g;
+}
+
 Result<LauncherPlace> torchrun(const Env& env) {
-  LauncherPlace p{"torchrun"};
-  auto local = number(env, "LOCAL_RANK", 0, p.launcher);
-  auto local_size = number(env, "LOCAL_WORLD_SIZE", 1, p.launcher);
-  auto rank = number(env, "RANK", 0, p.launcher);
-  auto size = number(env, "WORLD_SIZE", 1, p.launcher);
-  for (const auto* r : {&local, &local_size, &rank, &size})
-    if (!r->ok()) return r->status();
-  p.local_rank = *local;
-  p.local_size = *local_size;
-  p.node_rank = -1;
-  p.num_nodes = 0;
+  auto g = global_place(env, "torchrun", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "WORLD_SIZE");
+  if (!g.ok()) return g.status();
+  LauncherPlace& p = g->place;
   if (get(env, "GROUP_RANK")) {
     auto group = number(env, "GROUP_RANK", 0, p.launcher);
     if (!group.ok()) return group.status();
@@ -75,27 +86,20 @@ Result<LauncherPlace> torchrun(const Env& env) {
   } else if (auto addr = get(env, "MASTER_ADDR"), port = get(env, "MASTER_PORT"); addr && port) {
     p.job_id = "torchrun-" + *addr + ":" + *port;
   }
-  return from_global(p, *rank, *size, "start torchrun with the same --nproc-per-node on every node");
+  return from_global(p, g->rank, g->size, "start torchrun with the same --nproc-per-node on every node");
 }
 
 Result<LauncherPlace> open_mpi(const Env& env) {
-  LauncherPlace p{"Open MPI"};
-  auto local = number(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, p.launcher);
-  auto local_size = number(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, p.launcher);
-  auto rank = number(env, "OMPI_COMM_WORLD_RANK", 0, p.launcher);
-  auto size = number(env, "OMPI_COMM_WORLD_SIZE", 1, p.launcher);
-  for (const auto* r : {&local, &local_size, &rank, &size})
-    if (!r->ok()) return r->status();
-  p.local_rank = *local;
-  p.local_size = *local_size;
-  p.node_rank = -1;
-  p.num_nodes = 0;
+  auto g = global_place(env, "Open MPI", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+  if (!g.ok()) return g.status();
+  LauncherPlace& p = g->place;
   if (auto ns = get(env, "PMIX_NAMESPACE")) {
     p.job_id = "mpi-" + *ns;
   } else if (auto id = get(env, "OMPI_MCA_ess_base_jobid")) {
     p.job_id = "mpi-" + *id;
   }
-  return from_global(p, *rank, *size, "run mpirun with --map-by slot (or ppr:L:node)");
+  return from_global(p, g->rank, g->size, "run mpirun with --map-by slot (or ppr:L:node)");
 }
 
 Result<LauncherPlace> slurm(const Env& env) {

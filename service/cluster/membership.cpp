@@ -51,6 +51,7 @@ Status Membership::start() {
       if (auto self = weak.lock()) self->on_hello(link, hello);
     });
   }
+  started_ = true;
   asio::co_spawn(io_, formation_loop(shared_from_this()), asio::detached);
   return Status::Ok();
 }
@@ -69,6 +70,8 @@ void Membership::stop(const Status& why) {
 }
 
 bool Membership::settled() const {
+  // The formation coroutine refers to the job: it must have ended first.
+  if (stopping_ && started_ && !ended_) return false;
   for (const auto& engine : retired_)
     if (engine->outstanding() > 0) return false;
   return !engine_ || engine_->outstanding() == 0;
@@ -265,10 +268,12 @@ void Membership::on_peer_message(std::uint32_t from, peer_wire::Message message)
       return;
     }
     // Every node reports the first verdict as it was given (node 0 relays it).
-    if (goodbye->lost_node == static_cast<std::int32_t>(job_.node_rank)) {
+    if (goodbye->lost_node == static_cast<std::int32_t>(job_.node_rank) ||
+        goodbye->lost_node == peer_wire::kLostNodeYou) {
       lose(Status::PeerLost(this_node() + " of job '" + job_.id + "' was cut off or stopped: the other nodes " +
                             "declared it lost (" + goodbye->reason + ") and went on without it"),
-           goodbye->lost_node);
+           false, static_cast<std::int32_t>(job_.node_rank),
+           node_name(job_.node_rank) + " of job '" + job_.id + "' was cut off or stopped");
       return;
     }
     lose(Status::PeerLost(goodbye->reason), goodbye->lost_node >= 0 ? goodbye->lost_node

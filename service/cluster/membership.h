@@ -124,6 +124,7 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   bool stopping_ = false;
   bool formed_ = false;
   bool reform_ = true;
+  bool started_ = false;
   bool ended_ = false;
   // Counts rings formed here: what stale callbacks are told apart by. The
   // epoch is node 0's, from the roster.

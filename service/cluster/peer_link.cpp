@@ -160,10 +160,17 @@ asio::awaitable<void> PeerLink::heartbeat_loop(std::shared_ptr<PeerLink> /*keepa
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
       // Woken a timeout late: this process did not run meanwhile, so the
       // silence is its own (the peer's frames wait unread in the socket).
-      if (now - slept_from > interval + timeout / 2)
+      const Status why = Status::PeerLost("it sent nothing for " + std::to_string(ms) +
+                                          " ms (heartbeat timeout: its daemon is stopped or hung, or the network "
+                                          "to it is cut)");
+      if (now - slept_from > interval + timeout / 2) {
         own_stall_ = std::chrono::duration_cast<std::chrono::milliseconds>(now - slept_from - interval);
-      close(Status::PeerLost("it sent nothing for " + std::to_string(ms) +
-                             " ms (heartbeat timeout: its daemon is stopped or hung, or the network to it is cut)"));
+        close(why);
+      } else {
+        // Said on the way out: a peer that was only stopped reads it when it
+        // runs again, and knows it was the one gone quiet.
+        goodbye(why, false, peer_wire::kLostNodeYou);
+      }
       break;
     }
   }

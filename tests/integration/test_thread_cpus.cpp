@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster_fixture.h"
@@ -83,7 +84,16 @@ TEST_CASE("--control-cpus keeps the control thread on its CPU and every other th
   for (int node = 0; node < cluster.nodes(); ++node) {
     CAPTURE(node);
     const pid_t pid = cluster.pid(node);
-    const auto threads = threads_of(pid);
+    // The run's end closes the ring and a new one forms (with a new ring
+    // thread) for the next run: look once it has.
+    auto threads = threads_of(pid);
+    for (int i = 0; i < 200; ++i) {
+      bool has_ring = false;
+      for (const auto& [tid, place] : threads) has_ring = has_ring || place.name == "rs-ring";
+      if (has_ring) break;
+      std::this_thread::sleep_for(50ms);
+      threads = threads_of(pid);
+    }
     REQUIRE(threads.count(pid) == 1);
     CHECK(threads.at(pid).cpus == control);  // the control thread is the main thread
     int pool = 0;

@@ -16,6 +16,7 @@
 #include "service/cluster/control_listener.h"
 #include "service/cluster/job_ring.h"
 #include "service/transport/in_process.h"
+#include "borrowed_transport.h"
 
 using namespace ringsync;
 using namespace ringsync::service;
@@ -25,26 +26,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// One endpoint of the fabric as the ring's transport (the fabric owns it).
-class Borrowed final : public transport::Transport {
- public:
-  explicit Borrowed(transport::Transport& t) : t_(t) {}
-  int rank() const override { return t_.rank(); }
-  int size() const override { return t_.size(); }
-  void send(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Callback done) override {
-    t_.send(peer, tag, data, bytes, std::move(done));
-  }
-  void recv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Callback done) override {
-    t_.recv(peer, tag, data, bytes, std::move(done));
-  }
-  bool progress() override { return t_.progress(); }
-  int event_fd() const override { return t_.event_fd(); }
-  bool arm() override { return t_.arm(); }
-  void cancel_all(const Status& why) override { t_.cancel_all(why); }
-
- private:
-  transport::Transport& t_;
-};
+using transport::Borrowed;
 
 class FabricPlane final : public DataPlane {
  public:

@@ -12,32 +12,14 @@
 #include "service/ring/allreduce.h"
 #include "service/transport/counting.h"
 #include "service/transport/in_process.h"
+#include "borrowed_transport.h"
 
 using namespace ringsync;
 using namespace ringsync::service;
 
 namespace {
 
-// The fabric owns its endpoints; the engine wants to own a Transport.
-class Borrowed final : public transport::Transport {
- public:
-  explicit Borrowed(transport::Transport& t) : t_(t) {}
-  int rank() const override { return t_.rank(); }
-  int size() const override { return t_.size(); }
-  void send(int p, std::uint64_t tag, const void* d, std::size_t b, Callback cb) override {
-    t_.send(p, tag, d, b, std::move(cb));
-  }
-  void recv(int p, std::uint64_t tag, void* d, std::size_t b, Callback cb) override {
-    t_.recv(p, tag, d, b, std::move(cb));
-  }
-  bool progress() override { return t_.progress(); }
-  int event_fd() const override { return t_.event_fd(); }
-  bool arm() override { return t_.arm(); }
-  void cancel_all(const Status& why) override { t_.cancel_all(why); }
-
- private:
-  transport::Transport& t_;
-};
+using transport::Borrowed;
 
 // Runs delivered completions on the test thread.
 struct Inbox {
