@@ -82,7 +82,10 @@ Environment process_environment() {
   return env;
 }
 
+namespace {
+// The settings that do not depend on where the ranks came from.
 Result<Settings> finish_settings(const rs_config_t* config, const Environment& env, Settings s);
+}  // namespace
 
 Result<Settings> resolve_settings(const rs_config_t* config, const Environment& env, uid_t uid) {
   Settings s;
@@ -167,6 +170,8 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
   return finish_settings(config, env, std::move(s));
 }
 
+namespace {
+
 Result<Settings> finish_settings(const rs_config_t* config, const Environment& env, Settings s) {
   if (config && config->connect_timeout_ms < 0)
     return Status::InvalidArgument("config.connect_timeout_ms is " +
@@ -190,5 +195,7 @@ Result<Settings> finish_settings(const rs_config_t* config, const Environment& e
   }
   return s;
 }
+
+}  // namespace
 
 }  // namespace ringsync::client

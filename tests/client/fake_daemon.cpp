@@ -87,8 +87,11 @@ void FakeDaemon::serve() {
           std::lock_guard lock(mu_);
           hello_ = *hello;
         }
-        if (options_.answer_hello)
-          send(wire::HelloReply{options_.hello_status, options_.protocol_version, "fake"});
+        if (options_.answer_hello) {
+          wire::HelloReply reply{options_.hello_status, options_.protocol_version, "fake"};
+          reply.heartbeat_ms = options_.heartbeat_ms;
+          send(reply);
+        }
         continue;
       }
       if (auto* alloc = std::get_if<wire::AllocBuffer>(&*message);

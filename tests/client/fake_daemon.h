@@ -35,6 +35,7 @@ class FakeDaemon {
     Status hello_status;
     std::uint32_t protocol_version = wire::kProtocolVersion;
     bool answer_allocs = true;  // false: AllocBuffer is queued like any other message
+    std::uint32_t heartbeat_ms = 0;  // the hello reply asks for heartbeats this often
   };
 
   FakeDaemon() : FakeDaemon(Options{}) {}

@@ -232,3 +232,52 @@ TEST_CASE("an allocation the daemon refuses is rs_alloc's error") {
   CHECK(std::string(rs_last_error()) == "the job's limit of 64 MiB is reached");
   rs_disconnect(ctx);
 }
+
+TEST_CASE("a thread that waits long tells the daemon it is alive, then that it stopped waiting; disconnect says Leave") {
+  FakeDaemon::Options options;
+  options.heartbeat_ms = 50;
+  FakeDaemon daemon(options);
+  const rs_config_t c = daemon.config();
+  rs_context_t* ctx = nullptr;
+  REQUIRE(rs_connect(&c, &ctx) == RS_SUCCESS);
+  std::vector<float> data(16, 1.0f);
+  rs_request_t* req = nullptr;
+  REQUIRE(rs_allreduce_async(ctx, "slow", data.data(), data.data(), data.size(), RS_F32, RS_SUM, &req) ==
+          RS_SUCCESS);
+  const auto submitted = daemon.expect<wire::Collective>();
+  // Nobody answers for 400 ms: the waiting thread sends heartbeats naming
+  // the request, and one saying it stopped waiting when its wait ran out.
+  std::thread waiter([&] { CHECK(rs_wait_timeout(req, 400) == RS_IN_PROGRESS); });
+  int beats = 0;
+  bool stopped = false;
+  while (auto m = daemon.next(std::chrono::milliseconds(1000))) {
+    const auto* beat = std::get_if<wire::Heartbeat>(&*m);
+    REQUIRE(beat != nullptr);
+    if (beat->waiting_for == 0) {
+      stopped = true;
+      break;
+    }
+    CHECK(beat->waiting_for == submitted.request_id);
+    ++beats;
+  }
+  waiter.join();
+  CHECK(beats >= 3);
+  CHECK(stopped);
+  daemon.complete(submitted.request_id);
+  CHECK(rs_wait(req) == RS_SUCCESS);
+  rs_disconnect(ctx);
+  CHECK(std::holds_alternative<wire::Leave>(*daemon.next()));
+}
+
+TEST_CASE("a daemon that asks for no heartbeats gets none, however long a thread waits") {
+  Connected c;
+  std::vector<float> data(16, 1.0f);
+  rs_request_t* req = nullptr;
+  REQUIRE(rs_allreduce_async(c.ctx, "quiet", data.data(), data.data(), data.size(), RS_F32, RS_SUM, &req) ==
+          RS_SUCCESS);
+  const auto submitted = c.daemon.expect<wire::Collective>();
+  CHECK(rs_wait_timeout(req, 300) == RS_IN_PROGRESS);
+  CHECK_FALSE(c.daemon.next(std::chrono::milliseconds(100)).has_value());
+  c.daemon.complete(submitted.request_id);
+  CHECK(rs_wait(req) == RS_SUCCESS);
+}
