@@ -52,6 +52,7 @@ void Negotiator::formed(std::uint64_t epoch, ControlPlane* control) {
     cache_ = std::make_unique<negotiation::ResponseCache>(settings_.response_cache_capacity);
   bit_history_ = std::make_unique<negotiation::BitHistory>(settings_.response_cache_capacity);
   stall_reported_.clear();
+  disagreement_reported_.clear();
   direct_ = std::make_unique<negotiation::DirectExchange>(job_.num_nodes, job_.ranks());
   coordinator_.reset();
   if (job_.node_rank == 0)

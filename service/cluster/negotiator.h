@@ -167,6 +167,7 @@ class Negotiator {
   std::uint64_t next_cycle_ = 1;
   std::unique_ptr<negotiation::BitHistory> bit_history_;
   std::set<std::string> stall_reported_;
+  std::set<std::string> disagreement_reported_;
 };
 
 }  // namespace ringsync::service::cluster

@@ -20,10 +20,13 @@ std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration sta
   std::set<std::string> still;
   for (const auto& stall : stalls) {
     still.insert(stall.name);
-    if (!stall_reported_.insert(stall.name).second) continue;
     auto direct = direct_ready.find(stall.name);
     if (direct != direct_ready.end() && direct->second != stall.ready_nodes) {
-      // Waiting in both: small on some nodes, larger (or not an allreduce) on others.
+      // Waiting in both: small on some nodes, larger (or not an allreduce) on
+      // others. Said once, also when a plain stall of it was said before (the
+      // other side's report came later).
+      stall_reported_.insert(stall.name);
+      if (!disagreement_reported_.insert(stall.name).second) continue;
       RS_LOG(warn, "stall") << "tensor '" << stall.name << "' of job '" << job_.id
                             << "' is a small allreduce exchanged directly on node(s) " << rank_list(direct->second)
                             << " but is negotiated as a larger tensor or another collective on node(s) "
@@ -31,6 +34,7 @@ std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration sta
                             << ": the nodes disagree on it, and it fails at --collective-timeout";
       continue;
     }
+    if (!stall_reported_.insert(stall.name).second) continue;
     std::string ranks;
     for (std::uint32_t node : stall.missing_nodes) {
       if (!ranks.empty()) ranks += ",";
@@ -42,8 +46,9 @@ std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration sta
                           << " (global ranks " << ranks << ") after "
                           << std::chrono::duration<double>(stall.waited).count() << " s";
   }
-  for (auto it = stall_reported_.begin(); it != stall_reported_.end();)
-    it = still.count(*it) ? std::next(it) : stall_reported_.erase(it);
+  for (auto* reported : {&stall_reported_, &disagreement_reported_})
+    for (auto it = reported->begin(); it != reported->end();)
+      it = still.count(*it) ? std::next(it) : reported->erase(it);
   return stalls.size();
 }
 

@@ -269,6 +269,9 @@ TEST_CASE("cluster: a tensor small on one node and large on the other is named, 
   {
     RankGroup ranks(cluster, "conflict");
     for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});
+    // Node 1 comes after node 0's first stall warning: the disagreement is
+    // still named once node 1's side is known.
+    std::this_thread::sleep_for(1s);
     for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
     const auto codes = ranks.wait(60s);
     for (int code : codes)
