@@ -115,19 +115,35 @@ TEST_CASE("SIGTERM answers pending collectives with a clear error, then exits cl
   ranks.children[1].signal(SIGKILL);
 }
 
+namespace {
+
+// Two raw ranks of one job on a daemon that checks liveness every second.
+struct TwoRanks {
+  explicit TwoRanks(const std::string& job) {
+    REQUIRE(a.connected());
+    REQUIRE(b.connected());
+    a.hello(job, 0, 2);
+    b.hello(job, 1, 2);
+  }
+  static wire::Collective barrier(std::uint64_t id) {
+    wire::Collective c;
+    c.request_id = id;
+    c.kind = wire::CollectiveKind::kBarrier;
+    c.name = "b";
+    return c;
+  }
+  DaemonFixture daemon{{"--rank-liveness-timeout", "1s"}};
+  RawClient a{daemon.socket()};
+  RawClient b{daemon.socket()};
+};
+
+}  // namespace
+
 TEST_CASE("a rank that waits but stops sending heartbeats fails its job after --rank-liveness-timeout") {
-  DaemonFixture daemon({"--rank-liveness-timeout", "1s"});
-  RawClient waiting(daemon.socket());
-  RawClient other(daemon.socket());
-  REQUIRE(waiting.connected());
-  REQUIRE(other.connected());
-  waiting.hello("beats", 0, 2);
-  other.hello("beats", 1, 2);
-  wire::Collective barrier;
-  barrier.request_id = 7;
-  barrier.kind = wire::CollectiveKind::kBarrier;
-  barrier.name = "b";
-  waiting.send(barrier);
+  TwoRanks job("beats");
+  RawClient& waiting = job.a;
+  RawClient& other = job.b;
+  waiting.send(TwoRanks::barrier(7));
   // Says it waits for request 7, then goes silent: a hung process (its
   // threads no longer run), though not one the kernel shows as stopped.
   waiting.send(wire::Heartbeat{7});
@@ -140,31 +156,21 @@ TEST_CASE("a rank that waits but stops sending heartbeats fails its job after --
   CHECK(took >= 0.9);
   CHECK(took < 8.0);
   // The job is failed for its other rank too, naming the silent one.
-  barrier.request_id = 8;
-  other.send(barrier);
+  other.send(TwoRanks::barrier(8));
   auto refused = other.expect<wire::Completion>();
   CHECK(refused.status.code() == ringsync::StatusCode::kPeerLost);
   CHECK_MESSAGE(refused.status.message().find("local rank 0") != std::string::npos, refused.status.message());
-  CHECK(daemon.running());
+  CHECK(job.daemon.running());
 }
 
 TEST_CASE("a rank that said it stopped waiting (Heartbeat 0) may then be silent without failing its job") {
   // Heartbeat{0}: rs_wait_timeout ran out and it went on with other work.
-  DaemonFixture daemon({"--rank-liveness-timeout", "1s"});
-  RawClient a(daemon.socket());
-  RawClient b(daemon.socket());
-  a.hello("quiet", 0, 2);
-  b.hello("quiet", 1, 2);
-  wire::Collective barrier;
-  barrier.request_id = 3;
-  barrier.kind = wire::CollectiveKind::kBarrier;
-  barrier.name = "q";
-  a.send(barrier);
-  a.send(wire::Heartbeat{3});
-  a.send(wire::Heartbeat{0});
+  TwoRanks job("quiet");
+  job.a.send(TwoRanks::barrier(3));
+  job.a.send(wire::Heartbeat{3});
+  job.a.send(wire::Heartbeat{0});
   std::this_thread::sleep_for(2500ms);
-  barrier.request_id = 4;
-  b.send(barrier);
-  CHECK(b.expect<wire::Completion>().status.ok());
-  CHECK(a.expect<wire::Completion>().status.ok());
+  job.b.send(TwoRanks::barrier(4));
+  CHECK(job.b.expect<wire::Completion>().status.ok());
+  CHECK(job.a.expect<wire::Completion>().status.ok());
 }
