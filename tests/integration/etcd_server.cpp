@@ -60,12 +60,16 @@ EtcdServer::EtcdServer(const std::string& host, int client_port, int peer_port, 
 
 EtcdServer::~EtcdServer() {
   if (!process_.running()) return;
+  process_.signal(SIGCONT);
   process_.signal(SIGTERM);
   if (!process_.wait(10s)) process_.signal(SIGKILL);
   process_.wait(5s);
 }
 
 std::string EtcdServer::url() const { return "etcd://" + host_ + ":" + std::to_string(port_); }
+
+void EtcdServer::pause() { process_.signal(SIGSTOP); }
+void EtcdServer::resume() { process_.signal(SIGCONT); }
 
 void EtcdServer::kill() {
   process_.signal(SIGKILL);

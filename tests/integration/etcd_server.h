@@ -28,6 +28,9 @@ class EtcdServer {
   std::string log() const { return read_file(log_); }
   // SIGKILL: etcd is gone at once, as a crashed store would be.
   void kill();
+  // SIGSTOP / SIGCONT: a store that takes connections but does not answer.
+  void pause();
+  void resume();
   // The value stored at `key` ("" when none), read with etcd's own client.
   std::string get(const std::string& key) const;
   // Writes key = value with etcd's own client; true when it worked.

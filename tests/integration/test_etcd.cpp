@@ -182,3 +182,24 @@ TEST_CASE("etcd rendezvous: a node whose token differs from the job's in the sto
   const std::string problems = e.cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, e.cluster.logs());
 }
+
+TEST_CASE("etcd rendezvous: an etcd that takes connections but never answers is a bounded error") {
+  REQUIRE_ETCD_HOSTS();
+  EtcdCluster e({"--rendezvous-timeout", "1s"});
+  e.etcd.pause();
+  RankGroup ranks(e.cluster, "stuck", e.job("stuck", 1));
+  const auto begun = std::chrono::steady_clock::now();
+  ranks.start(0, 0, {"collectives", "1"});
+  CHECK(ranks.wait(60s) == std::vector<int>{rank_exit::kConnectFailed});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begun).count();
+  MESSAGE("the hello was refused ", took, " s after it was sent (--rendezvous-timeout 1s)");
+  CHECK_MESSAGE(ranks.report().find("did not answer within 1.0 s") != std::string::npos, ranks.report());
+  CHECK(took < 20.0);
+  e.etcd.resume();
+  // Once etcd answers again, the same job forms.
+  RankGroup again(e.cluster, "unstuck", e.job("stuck", 1));
+  again.start_all({"collectives", "1", "1001"});
+  CHECK(passes(again, e.cluster));
+  const std::string problems = e.cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, e.cluster.logs());
+}
