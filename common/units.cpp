@@ -3,6 +3,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -247,6 +248,12 @@ std::string format_duration(std::chrono::nanoseconds d) {
     if (ns % multiplier == 0) return std::to_string(ns / multiplier) + name;
   }
   return std::to_string(ns) + "ns";
+}
+
+std::string format_seconds(std::chrono::nanoseconds d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
 }
 
 }  // namespace ringsync::units

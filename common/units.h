@@ -52,5 +52,7 @@ Result<std::optional<Address>> parse_address(std::string_view text);
 std::string format_bytes(std::uint64_t bytes);
 // Largest exact unit: 300s -> "5m", 1500ms -> "1500ms", 0 -> "0s".
 std::string format_duration(std::chrono::nanoseconds d);
+// For messages about waits: 1.5s -> "1.5 s", 60s -> "60.0 s" (one decimal).
+std::string format_seconds(std::chrono::nanoseconds d);
 
 }  // namespace ringsync::units

@@ -93,8 +93,9 @@ class Daemon {
   void on_alloc(const std::shared_ptr<ClientSession>& session, const wire::AllocBuffer& alloc);
   void on_free(const std::shared_ptr<ClientSession>& session, const wire::FreeBuffer& free);
   void on_collective(const std::shared_ptr<ClientSession>& session, wire::Collective request);
+  // `ring`: the job's ring on this node (null for a job of this node alone).
   Result<Submission> prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
-                             wire::Collective request);
+                             const cluster::JobRing* ring, wire::Collective request);
   // GPU buffers (service/device_service.h), created on first use.
   DeviceService& devices();
 

@@ -1,10 +1,10 @@
 // The jobs a daemon serves: hellos that join or describe them, their rings,
 // ranks that leave, die or stop, and jobs that end.
 #include <boost/asio/post.hpp>
-#include <cstdio>
 #include <fstream>
 
 #include "common/log.h"
+#include "common/units.h"
 #include "common/version.h"
 #include "service/daemon.h"
 #include "service/device_service.h"
@@ -26,12 +26,6 @@ bool process_stopped(std::int32_t pid) {
   if (close == std::string::npos || close + 2 >= line.size()) return false;
   const char state = line[close + 2];
   return state == 'T' || state == 't';
-}
-
-std::string seconds_text(Clock::duration d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
 }
 
 }  // namespace
@@ -247,12 +241,8 @@ std::string Daemon::rank_name(const ClientSession& session) const {
            who.job_id + "'";
   const cluster::JobSpec& job = it->second.ring->job();
   const std::uint64_t global = std::uint64_t{job.node_rank} * job.slots + who.local_rank;
-  const std::string node = job.node_rank < job.nodes.size()
-                               ? "node " + std::to_string(job.node_rank) + " at " +
-                                     cluster::control_address(job.nodes[job.node_rank])
-                               : "node " + std::to_string(job.node_rank);
-  return "rank " + std::to_string(global) + " of job '" + who.job_id + "' (" + node + ", local rank " +
-         std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) + ")";
+  return "rank " + std::to_string(global) + " of job '" + who.job_id + "' (" + cluster::node_at(job, job.node_rank) +
+         ", local rank " + std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) + ")";
 }
 
 void Daemon::rank_left(const ClientSession& session, const Status& why, bool clean) {
@@ -364,11 +354,11 @@ void Daemon::check_liveness(Clock::time_point now) {
       if (!live.stopped_since) live.stopped_since = now;
       if (now - *live.stopped_since >= timeout)
         verdict = " is stopped: its process has been stopped (SIGSTOP, or a debugger) for " +
-                  seconds_text(now - *live.stopped_since) + " (--rank-liveness-timeout)";
+                  units::format_seconds(now - *live.stopped_since) + " (--rank-liveness-timeout)";
     } else {
       live.stopped_since.reset();
       if (live.waiting_for != 0 && live.outstanding.count(live.waiting_for) > 0 && silent >= timeout)
-        verdict = " stopped answering: it waits for a collective but sent no heartbeat for " + seconds_text(silent) +
+        verdict = " stopped answering: it waits for a collective but sent no heartbeat for " + units::format_seconds(silent) +
                   " (--rank-liveness-timeout)";
     }
     if (!verdict) continue;

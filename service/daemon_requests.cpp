@@ -127,7 +127,7 @@ void Daemon::on_free(const std::shared_ptr<ClientSession>& session, const wire::
 }
 
 Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
-                                   wire::Collective request) {
+                                   const cluster::JobRing* ring, wire::Collective request) {
   // The client library refuses longer names too; names travel between daemons
   // in bounded frames.
   if (request.name.empty() || request.name.size() > kMaxTensorName)
@@ -136,7 +136,6 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
   const std::uint32_t rank = session->membership->local_rank;
   const std::uint64_t elem = dtype_size(request.dtype);
   // Broadcast roots and allgather slots are global ranks: node-major.
-  const cluster::JobRing* ring = ring_of(job.id());
   const std::uint64_t node = ring ? ring->node_rank() : 0;
   const std::uint64_t ranks = std::uint64_t{job.local_size()} * (ring ? ring->num_nodes() : 1);
   const std::uint64_t global_rank = node * job.local_size() + rank;
@@ -221,7 +220,8 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   if (job_it == jobs_.end()) return reject(Status::Internal("job vanished"), "internal");
   Job& job = job_it->second;
   if (request.count <= BusyPoll::kSmallBytes) busy_.extend_for(request.count * dtype_size(request.dtype));
-  auto submission = prepare(session, job, request);
+  cluster::JobRing* ring = ring_of(job.id());
+  auto submission = prepare(session, job, ring, request);
   if (!submission.ok()) return reject(submission.status(), "invalid_argument");
   if (request.staged)  // prepare() checked that count * element size does not overflow
     metrics_.staged_bytes.with().inc(static_cast<double>(request.count * dtype_size(request.dtype)));
@@ -234,7 +234,6 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   session->liveness.outstanding.insert(request_id);
   if (!ready->has_value()) return;
   observe_rank_wait(**ready);
-  cluster::JobRing* ring = ring_of(job.id());
   if (!ring) {
     execute(std::move(**ready));
     return;

@@ -16,7 +16,8 @@ Progress::Outcome Progress::drive(const std::function<bool()>& done, std::option
                                   bool soon, std::uint64_t waiting_for) {
   std::unique_lock lock(mu_);
   const bool beating = waiting_for != 0 && heartbeat_.count() > 0;
-  Clock::time_point next_beat = Clock::now() + heartbeat_;
+  // No clock read on a wait that sends no heartbeats (the small-collective path).
+  Clock::time_point next_beat = beating ? Clock::now() + heartbeat_ : Clock::time_point::max();
   bool beat = false;  // the daemon was told this thread waits
   for (;;) {
     if (done()) return Outcome::kDone;

@@ -5,10 +5,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <cstdio>
 #include <optional>
 
 #include "common/log.h"
+#include "common/units.h"
 #include "service/pending_collective.h"
 
 namespace ringsync::service::cluster {
@@ -18,12 +18,6 @@ using asio::ip::tcp;
 using asio::use_awaitable;
 
 namespace {
-
-std::string seconds(std::chrono::nanoseconds d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
-}
 
 // Same length and bytes, without an early exit that would time the secret.
 bool same_token(const std::string& a, const std::string& b) {
@@ -134,7 +128,7 @@ asio::awaitable<Result<Joined>> Gathering::wait(std::shared_ptr<StopSource> stop
       if (!joined_[r]) missing.push_back(r);
     close_all(Status::Timeout("ring not formed"));
     co_return Status::Timeout("node(s) " + rank_list(missing) + " of job '" + config_.job_id +
-                              "' did not join within " + seconds(config_.join_timeout) +
+                              "' did not join within " + units::format_seconds(config_.join_timeout) +
                               " (this coordinator listens on " + control_address(config_.nodes[0]) + ")");
   }
   peer_wire::Roster roster{config_.epoch, {}};
@@ -243,7 +237,7 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       if (!*result) {
         link->close(Status::Timeout("ring not formed"));
         co_return Status::Timeout("joined " + target + " but the ring did not form within " +
-                                  seconds(c.join_timeout) + " (other nodes missing?)");
+                                  units::format_seconds(c.join_timeout) + " (other nodes missing?)");
       }
       if (!(*result)->ok()) link->close((*result)->status());
       link->set_handlers({}, {});  // they hold `result`; the caller sets its own
@@ -252,7 +246,7 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
     last_error = ec.message();
     if (std::chrono::steady_clock::now() + backoff > give_up)
       co_return Status::Timeout("node 0 at " + target + " did not accept within " +
-                                seconds(c.join_timeout) + ": " + last_error +
+                                units::format_seconds(c.join_timeout) + ": " + last_error +
                                 "; is its ringsyncd running and reachable?");
     asio::steady_timer wait(ex);
     wait.expires_after(backoff);

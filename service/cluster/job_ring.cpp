@@ -46,7 +46,9 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
   } else {
     // open() failing (a malformed URL) is reported by start().
     auto store = rendezvous::EtcdStore::open(job_.rendezvous, settings.rendezvous_timeout);
-    if (store.ok())
+    if (!store.ok())
+      store_error_ = store.status();
+    else
       rendezvous_ = std::make_shared<rendezvous::StoreRendezvous>(
           io, std::move(store).value(),
           rendezvous::RendezvousJob{job_.id, job_.token, job_.num_nodes, job_.slots, job_.self_address},
@@ -64,7 +66,7 @@ JobRing::~JobRing() {
 
 Status JobRing::start() {
   if (!job_.rendezvous.empty()) {
-    if (!rendezvous_) return rendezvous::EtcdStore::open(job_.rendezvous, settings_.rendezvous_timeout).status();
+    if (!rendezvous_) return store_error_;
     registered_ = false;
     std::optional<std::uint32_t> wanted;
     if (job_.node_rank_known) wanted = job_.node_rank;
@@ -219,7 +221,7 @@ void JobRing::on_message(std::uint32_t from, peer_wire::Message message) {
     }
     return;
   }
-  if (auto* drained = std::get_if<peer_wire::NodeDrained>(&message)) {
+  if (std::holds_alternative<peer_wire::NodeDrained>(message)) {
     if (job_.node_rank != 0 || !broken_ || from >= drained_nodes_.size()) return;
     drained_nodes_[from] = true;
     if (drained_) maybe_finish();

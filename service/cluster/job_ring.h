@@ -119,6 +119,7 @@ class JobRing {
   bool registered_ = true;
   boost::asio::io_context& io_;
   std::shared_ptr<rendezvous::Rendezvous> rendezvous_;
+  Status store_error_ = Status::Ok();  // why the rendezvous store could not be opened
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   // The current run's break: why, whether this node's ranks have all left
   // since (and when), and on node 0 which workers said so.

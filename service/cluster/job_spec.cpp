@@ -13,4 +13,9 @@ std::string node_name(const JobSpec& job, std::uint32_t node) {
   return "node " + std::to_string(node) + " (" + control_address(job.nodes[node]) + ")";
 }
 
+std::string node_at(const JobSpec& job, std::uint32_t node) {
+  if (node >= job.nodes.size()) return "node " + std::to_string(node);
+  return "node " + std::to_string(node) + " at " + control_address(job.nodes[node]);
+}
+
 }  // namespace ringsync::service::cluster

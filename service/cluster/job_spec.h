@@ -41,5 +41,7 @@ std::string control_address(const HostEntry& node);
 // "node 2 (10.0.0.13:29517)", or "node 2" while its address is unknown: how
 // messages name a node of the job.
 std::string node_name(const JobSpec& job, std::uint32_t node);
+// "node 2 at 10.0.0.13:29517" (or "node 2"), for a name inside parentheses.
+std::string node_at(const JobSpec& job, std::uint32_t node);
 
 }  // namespace ringsync::service::cluster

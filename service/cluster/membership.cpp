@@ -221,11 +221,7 @@ void Membership::send(std::uint32_t node, const peer_wire::Message& message) {
   }
 }
 
-std::string Membership::this_node() const {
-  std::string text = "this node (node " + std::to_string(job_.node_rank);
-  if (job_.node_rank < job_.nodes.size()) text += " at " + control_address(job_.nodes[job_.node_rank]);
-  return text + ")";
-}
+std::string Membership::this_node() const { return "this node (" + node_at(job_, job_.node_rank) + ")"; }
 
 void Membership::on_link_closed(std::uint32_t node, const Status& why, const PeerLink& link) {
   const auto self = static_cast<std::int32_t>(job_.node_rank);

@@ -5,7 +5,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <cstdio>
+
+#include "common/units.h"
 
 namespace ringsync::service::rendezvous {
 
@@ -21,18 +22,12 @@ std::string HttpEndpoint::text() const {
 
 namespace {
 
-std::string seconds(std::chrono::nanoseconds d) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
-  return text;
-}
-
 asio::awaitable<Result<nlohmann::json>> post_one(const HttpEndpoint& endpoint, const std::string& path,
                                                  const std::string& body, std::chrono::nanoseconds timeout) {
   auto ex = co_await asio::this_coro::executor;
   const std::string where = endpoint.text();
   const auto timed_out = [&](const char* step) {
-    return Status::Timeout(where + " did not answer within " + seconds(timeout) + " (" + step + ")");
+    return Status::Timeout(where + " did not answer within " + units::format_seconds(timeout) + " (" + step + ")");
   };
   boost::system::error_code ec;
   tcp::resolver resolver(ex);
