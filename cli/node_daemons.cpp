@@ -142,6 +142,10 @@ Result<NodeDaemons> NodeDaemons::start(const DaemonSpec& spec, const std::functi
                                        node.socket,        "--metrics-address", "127.0.0.1:0",
                                        "--ready-file",     node.ready_file,     "--job-id",
                                        spec.job_id};
+      // Simulated nodes share this machine: UCX left to choose would link them by
+      // shared memory, and the job would not exercise the network path a real
+      // cluster takes. TCP it is (a --daemon-arg --ucx-transports comes later and wins).
+      if (spec.nodes > 1) argv.insert(argv.end(), {"--ucx-transports", "tcp,self"});
       argv.insert(argv.end(), spec.extra_args.begin(), spec.extra_args.end());
       SpawnOptions options;
       // In the environment, not on the command line, where any user could read it.

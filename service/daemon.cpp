@@ -72,10 +72,15 @@ Status Daemon::start() {
   }
   RINGSYNC_RETURN_IF_ERROR(listen());
   if (!config_.metrics_address.empty() && config_.metrics_address != "off") {
-    auto server = MetricsServer::start(io_, config_.metrics_address, [this] {
-      update_gauges();
-      return registry_.render();
-    });
+    MetricsServerOptions options;
+    options.not_ready = [this] { return not_ready(); };
+    auto server = MetricsServer::start(
+        io_, config_.metrics_address,
+        [this] {
+          update_gauges();
+          return registry_.render();
+        },
+        std::move(options));
     if (!server.ok()) return server.status();
     metrics_server_ = std::move(server).value();
     metrics_.start_gpu_sampling();  // ringsync_gpu_* from NVML; one info line without a GPU
@@ -95,12 +100,24 @@ Status Daemon::start() {
     shutdown();
   });
   accept_next();
+  serving_ = true;
   schedule_sweep();
   RS_LOG(info, "daemon") << "ringsyncd " << kVersion << " listening on "
                               << config_.socket_path << "; metrics "
                               << (metrics_server_ ? metrics_endpoint() : std::string("off"))
                               << "; " << pool_.threads() << " data threads";
   return Status::Ok();
+}
+
+std::string Daemon::not_ready() {
+  if (stopping_) return "shutting down";
+  if (!serving_) return "starting";
+  if (!config_.cluster.enabled()) return "";
+  const cluster::JobRing* ring = ring_of(config_.cluster.job_id);
+  if (ring == nullptr || !ring->formed())
+    return "the ring of the pre-configured job '" + config_.cluster.job_id + "' is not formed (see the log for the "
+           "nodes it waits for)";
+  return "";
 }
 
 std::string Daemon::metrics_endpoint() const {

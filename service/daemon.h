@@ -49,6 +49,9 @@ class Daemon {
   const DaemonConfig& config() const { return config_; }
   DaemonMetrics& metrics() { return metrics_; }
   std::string metrics_endpoint() const;
+  // Why /readyz answers 503 ("" when ready): starting, shutting down, or the
+  // pre-configured job's ring not formed.
+  std::string not_ready();
 
   // Called by sessions on the control thread. A non-ok Status means the client
   // broke the protocol: the session sends it and closes.
@@ -150,6 +153,7 @@ class Daemon {
   std::map<std::string, Job> jobs_;
   std::uint64_t next_session_id_ = 1;
   bool stopping_ = false;
+  bool serving_ = false;  // accepting trainers: start() got through
   bool owns_socket_file_ = false;
 };
 

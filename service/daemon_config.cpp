@@ -209,8 +209,11 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
       {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},
       {"ring-window", Kind::kInt, "4", "chunks", "Ring chunks in flight each way."},
-      {"ucx-transports", Kind::kString, "tcp,self", "",
-       "UCX transports between daemons (UCX_TLS), e.g. tcp,self or rc,self; empty leaves UCX's choice."},
+      {"ucx-transports", Kind::kString, "", "",
+       "UCX transports between daemons (UCX_TLS). Empty: UCX picks the best it finds on each link "
+       "(rc/dc/ud verbs on InfiniBand or RoCE, tcp otherwise, shared memory between daemons on one "
+       "machine); the log and ringsync_peer_transports_info say what it chose. tcp,self pins TCP "
+       "(ringsync launch does, for simulated nodes); rc,self pins RDMA."},
       {"ucx-net-devices", Kind::kString, "", "", "UCX network devices (UCX_NET_DEVICES); empty leaves UCX's choice."},
       {"timeline", Kind::kPath, "", "",
        "When set, a Chrome-trace JSON timeline of every collective's phases is written to this file; "

@@ -90,6 +90,10 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                            "Tensors announced to the coordinator as a response-cache bit.")),
       cache_misses(r.counter("ringsync_response_cache_misses_total",
                              "Tensors announced to the coordinator in full.")),
+      peer_transports(r.gauge("ringsync_peer_transports_info",
+                              "What UCX chose for the link to each peer node of the job's ring, as transport/"
+                              "device lanes (tcp/eth0, rc_mlx5/mlx5_0:1, ...); the value is always 1.",
+                              {"job_id", "peer", "transports"})),
       peers_lost(r.counter("ringsync_peers_lost_total",
                            "Times the job's ring was torn down because a node was lost or left.", {"job_id"})),
       build_info(r.gauge("ringsync_build_info", "Build information; the value is always 1.",
@@ -128,6 +132,7 @@ void DaemonMetrics::forget_job(std::string_view job) {
   ring_epoch.erase_where("job_id", job);
   link_bytes.erase_where("job_id", job);
   link_bandwidth.erase_where("job_id", job);
+  peer_transports.erase_where("job_id", job);
   peers_lost.erase_where("job_id", job);
 }
 

@@ -65,6 +65,7 @@ struct DaemonMetrics {
   metrics::HistogramFamily& negotiation;
   metrics::CounterFamily& cache_hits;
   metrics::CounterFamily& cache_misses;
+  metrics::GaugeFamily& peer_transports;      // job_id, peer, transports: info, always 1
   metrics::CounterFamily& peers_lost;         // job_id
   metrics::GaugeFamily& build_info;           // version, kernel_isa
 

@@ -56,7 +56,7 @@ constexpr std::string_view kIndexPage =
     "<html><head><title>ringsyncd</title></head><body>\n"
     "<h1>ringsyncd</h1>\n"
     "<p><a href=\"/metrics\">Metrics</a> (Prometheus text format)</p>\n"
-    "<p><a href=\"/healthz\">Health</a></p>\n"
+    "<p><a href=\"/healthz\">Alive</a> and <a href=\"/readyz\">ready</a></p>\n"
     "</body></html>\n";
 
 Response make_response(http::status status, unsigned version, bool keep_alive, std::string_view content_type,
@@ -78,7 +78,7 @@ Response respond(State& state, const http::request<http::string_body>& req) {
   path = path.substr(0, path.find('?'));
   constexpr std::string_view kText = "text/plain; charset=utf-8";
 
-  if (path != "/metrics" && path != "/" && path != "/healthz") {
+  if (path != "/metrics" && path != "/" && path != "/healthz" && path != "/readyz") {
     return make_response(http::status::not_found, version, keep_alive, kText,
                          "not found; metrics are at /metrics\n");
   }
@@ -99,7 +99,12 @@ Response respond(State& state, const http::request<http::string_body>& req) {
                           std::string("cannot render metrics: ") + e.what() + "\n");
     }
   } else if (path == "/healthz") {
-    res = make_response(http::status::ok, version, keep_alive, kText, "ok");
+    res = make_response(http::status::ok, version, keep_alive, kText, "ok\n");
+  } else if (path == "/readyz") {
+    const std::string why = state.options.not_ready ? state.options.not_ready() : std::string();
+    res = why.empty() ? make_response(http::status::ok, version, keep_alive, kText, "ready\n")
+                      : make_response(http::status::service_unavailable, version, keep_alive, kText,
+                                      "not ready: " + why + "\n");
   } else {
     res = make_response(http::status::ok, version, keep_alive, "text/html; charset=utf-8", std::string(kIndexPage));
   }

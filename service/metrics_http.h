@@ -1,5 +1,6 @@
 // The daemon's HTTP endpoint for Prometheus: GET /metrics (and HEAD), / with a
-// link to it, /healthz. HTTP/1.1 with keep-alive, one coroutine per connection,
+// link to it, /healthz (alive: 200 while the daemon's loop answers) and /readyz
+// (ready: 200, or 503 with the reason, for readiness probes). HTTP/1.1 with keep-alive, one coroutine per connection,
 // on the caller's io_context.
 //
 // Requests are bounded: header size (431 and close), body size (413 and close),
@@ -33,6 +34,8 @@ struct MetricsServerOptions {
   std::size_t header_limit = 8 * 1024;
   // Connections over this many are closed at once.
   std::size_t max_connections = 64;
+  // Why the daemon is not ready yet ("" when it is), for /readyz; unset: always ready.
+  std::function<std::string()> not_ready;
 };
 
 class MetricsServer {

@@ -171,6 +171,7 @@ Status Membership::form(Joined joined) {
     if (joined.coordinator) joined.coordinator->close(transport.status());
     return transport.status();
   }
+  describe_links(**transport);  // before the ring's thread owns the transport
   link_counters_ = std::make_shared<transport::LinkCounters>(n);
   last_link_bytes_.assign(2 * static_cast<std::size_t>(n), 0);
   last_link_sample_ = Clock::now();
@@ -210,6 +211,19 @@ Status Membership::form(Joined joined) {
   RS_LOG(info, "ring") << "ring of job '" << job_.id << "' formed: " << n << " node(s), epoch " << epoch_;
   if (hooks_.formed && !stopping_) hooks_.formed(epoch_);
   return Status::Ok();
+}
+
+void Membership::describe_links(const transport::Transport& transport) {
+  metrics_.peer_transports.erase_where("job_id", job_.id);  // a new ring may have chosen other lanes
+  std::string summary;
+  for (std::uint32_t peer = 0; peer < job_.num_nodes; ++peer) {
+    if (peer == job_.node_rank) continue;
+    const std::string lanes = transport.peer_transports(static_cast<int>(peer));
+    if (lanes.empty()) continue;
+    metrics_.peer_transports.with({job_.id, std::to_string(peer), lanes}).set(1);
+    summary += (summary.empty() ? "" : "; ") + cluster::node_name(job_, peer) + " over " + lanes;
+  }
+  if (!summary.empty()) RS_LOG(info, "ucx") << "job '" << job_.id << "': " << summary;
 }
 
 void Membership::send(std::uint32_t node, const peer_wire::Message& message) {

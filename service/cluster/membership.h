@@ -99,6 +99,8 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   boost::asio::awaitable<void> formation_loop(std::shared_ptr<Membership> self);
   BootstrapConfig bootstrap_config(std::vector<std::uint8_t> ucx_address) const;
   Status form(Joined joined);
+  // Logs and exports (ringsync_peer_transports_info) what carries the link to each peer.
+  void describe_links(const transport::Transport& transport);
   void on_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
   void on_late_hello(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
   void on_link_closed(std::uint32_t node, const Status& why, const PeerLink& link);

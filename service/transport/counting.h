@@ -46,6 +46,7 @@ class CountingTransport final : public Transport {
   int event_fd() const override { return inner_->event_fd(); }
   bool arm() override { return inner_->arm(); }
   void cancel_all(const Status& why) override { inner_->cancel_all(why); }
+  std::string peer_transports(int peer) const override { return inner_->peer_transports(peer); }
 
  private:
   std::unique_ptr<Transport> inner_;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "common/status.h"
 
@@ -55,6 +56,10 @@ class Transport {
   // Completes every outstanding send and receive with `why` (a peer was lost, the
   // job is being torn down). Callbacks run before this returns.
   virtual void cancel_all(const Status& why) = 0;
+
+  // What carries the link to `peer`, e.g. "tcp/eth0" or "rc_mlx5/mlx5_0:1,self/memory"
+  // ("" when the transport cannot tell). Only before the transport's thread starts.
+  virtual std::string peer_transports(int /*peer*/) const { return {}; }
 };
 
 }  // namespace ringsync::service::transport

@@ -1,6 +1,8 @@
 #include "service/transport/ucx_context.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
@@ -35,6 +37,18 @@ bool may_use(std::string_view tls, std::initializer_list<std::string_view> names
   return exclusions ? !named : named;
 }
 
+}  // namespace
+
+std::vector<std::string> verbs_devices(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
 // The UCX configuration with `options` applied; released by the caller.
 Result<ucp_config_t*> read_config(const UcxOptions& options) {
   ucp_config_t* config = nullptr;
@@ -54,10 +68,12 @@ Result<ucp_config_t*> read_config(const UcxOptions& options) {
     settings.emplace_back("MM_ERROR_HANDLING", "y");
   }
   if (options.tcp_nonblocking_connect && may_use(tls, {"tcp"})) settings.emplace_back("CONN_NB", "y");
-  if (options.eager_without_rdma &&
-      !may_use(tls, {"rc", "rc_v", "rc_x", "rc_verbs", "rc_mlx5", "ud", "ud_v", "ud_x",
-                     "ud_verbs", "ud_mlx5", "dc", "dc_x", "dc_mlx5", "ib", "rdmacm", "cuda",
-                     "cuda_copy", "cuda_ipc", "gdr_copy", "rocm"})) {
+  // RDMA needs a verbs transport allowed and a verbs device on this host: with
+  // UCX free to choose (the default) on a host without one, every link is tcp.
+  const bool rdma = may_use(tls, {"rc", "rc_v", "rc_x", "rc_verbs", "rc_mlx5", "ud", "ud_v", "ud_x", "ud_verbs",
+                                  "ud_mlx5", "dc", "dc_x", "dc_mlx5", "ib", "rdmacm"}) &&
+                    !verbs_devices(options.verbs_device_dir).empty();
+  if (options.eager_without_rdma && !rdma) {
     if (std::getenv("UCX_RNDV_THRESH") == nullptr) settings.emplace_back("RNDV_THRESH", "inf");
     if (std::getenv("UCX_ZCOPY_THRESH") == nullptr) settings.emplace_back("ZCOPY_THRESH", "inf");
   }
@@ -92,9 +108,10 @@ Result<std::unique_ptr<UcxContext>> UcxContext::create(const UcxOptions& options
   ucs_status_t s = ucp_init(&params, *config, &ucx->context_);
   ucp_config_release(*config);
   if (s != UCS_OK) {
-    return ucx_error(s, "cannot initialize UCX with transports '" + options.transports +
-                            "' on devices '" + options.net_devices +
-                            "' (is a listed transport or device missing on this host? see ucx_info -d)");
+    const auto named = [](const std::string& v) { return v.empty() ? std::string("UCX's choice") : "'" + v + "'"; };
+    return ucx_error(s, "cannot initialize UCX with transports " + named(options.transports) + " on devices " +
+                            named(options.net_devices) +
+                            " (is a listed transport or device missing on this host? see ucx_info -d)");
   }
 
   ucp_context_attr_t attributes;

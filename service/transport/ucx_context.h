@@ -35,8 +35,8 @@ struct UcxOptions {
   // cannot be created, or UCX aborts on an internal assertion. Measured: 2-4 %
   // of two-process start-ups failed blocking, none of 900 non-blocking.
   bool tcp_nonblocking_connect = true;
-  // UCX_RNDV_THRESH=inf and UCX_ZCOPY_THRESH=inf when no RDMA transport can be
-  // selected (each unless the environment sets it): every message goes eager,
+  // UCX_RNDV_THRESH=inf and UCX_ZCOPY_THRESH=inf when no RDMA link is possible
+  // (no verbs transport allowed, or no verbs device on this host) (each unless the environment sets it): every message goes eager,
   // copied through UCX's buffers. Over tcp, rendezvous gains no zero copy (tcp
   // has no get/put) but costs a request/reply handshake per message, and on a
   // busy link that handshake queues behind the data already in flight: measured on
@@ -52,6 +52,9 @@ struct UcxOptions {
   // with 64 MiB allreduces on 2 nodes: at most 34 MiB private memory per daemon
   // with the 256 KiB segments below, 17 MiB with UCX's 8 KiB ones.
   bool eager_without_rdma = true;
+  // Where the kernel lists RDMA (verbs) devices: none there means no RDMA link,
+  // whatever `transports` allows.
+  std::string verbs_device_dir = "/sys/class/infiniband";
   // UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE when tcp may be used (neither when
   // the environment sets one; 0 leaves UCX's 8 KiB / 64 KiB): the size of the
   // fragments an eager message is cut into, one send() each. With 8 KiB a 512 KiB
@@ -60,6 +63,9 @@ struct UcxOptions {
   // (docs/benchmarks.md). The price: UCX's buffers are bigger (see above).
   std::size_t tcp_segment_bytes = 256 * 1024;
 };
+
+// The RDMA (verbs) devices in `dir` (/sys/class/infiniband): mlx5_0, rxe0, ...
+std::vector<std::string> verbs_devices(const std::string& dir);
 
 // Status for a failed UCX call: "<what>: <UCX's words> (UCX status <n>)".
 Status ucx_error(ucs_status_t status, const std::string& what);

@@ -2,6 +2,8 @@
 // teardown live in ucx_transport_failure.cpp.
 #include "service/transport/ucx_transport.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <utility>
 
@@ -288,6 +290,30 @@ std::string UcxTransport::endpoint_info(int peer) const {
   std::string info(text, length);
   std::free(text);
   return info;
+}
+
+std::string UcxTransport::peer_transports(int peer) const { return lane_transports(endpoint_info(peer)); }
+
+std::string lane_transports(const std::string& endpoint_info) {
+  // Lines such as "#   lane[1]:  2:tcp/lo.0 md[1]  -> md[1]/tcp/sysdev[255] rma_bw#0":
+  // the word after "N:" is transport/device.index.
+  std::vector<std::string> seen;
+  std::size_t at = 0;
+  while ((at = endpoint_info.find("lane[", at)) != std::string::npos) {
+    const std::size_t end = endpoint_info.find('\n', at);
+    const std::string line = endpoint_info.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? endpoint_info.size() : end;
+    const std::size_t colon = line.find(':', line.find(']'));
+    if (colon == std::string::npos) continue;
+    const std::size_t start = line.find(':', line.find_first_not_of(' ', colon + 1));
+    if (start == std::string::npos) continue;
+    std::string word = line.substr(start + 1, line.find(' ', start + 1) - start - 1);
+    if (const std::size_t dot = word.rfind('.'); dot != std::string::npos && word.find('/') < dot) word.erase(dot);
+    if (!word.empty() && std::find(seen.begin(), seen.end(), word) == seen.end()) seen.push_back(word);
+  }
+  std::string out;
+  for (const auto& w : seen) out += (out.empty() ? "" : ",") + w;
+  return out;
 }
 
 }  // namespace ringsync::service::transport

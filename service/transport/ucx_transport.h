@@ -83,6 +83,9 @@ class UcxTransport final : public Transport {
   // protocol thresholds it chose, as `ucx_info -e` prints them. Final once the
   // first message to the peer completed; empty after the endpoint was closed.
   std::string endpoint_info(int peer) const;
+  // The lanes' transports and devices from endpoint_info(), each once, in lane
+  // order: "tcp/eth0", "rc_mlx5/mlx5_0:1,ud_mlx5/mlx5_0:1".
+  std::string peer_transports(int peer) const override;
 
  private:
   struct Peer {
@@ -148,5 +151,9 @@ class UcxTransport final : public Transport {
   std::optional<Status> closed_;      // set by cancel_all() and disconnect()
   bool cancelled_ = false;            // cancel_all(): UCX is never progressed again
 };
+
+// The transports named by the lane lines of ucp_ep_print_info() text, each
+// once: "tcp/lo,tcp/eth0". "" when there is none.
+std::string lane_transports(const std::string& endpoint_info);
 
 }  // namespace ringsync::service::transport

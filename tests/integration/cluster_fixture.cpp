@@ -112,7 +112,9 @@ void ClusterFixture::start_node(int i) {
                                      "--heartbeat-interval", "100ms",
                                      "--peer-timeout", "1s",
                                      // Ranks that disagree fail in seconds, not minutes.
-                                     "--collective-timeout", "30s"};
+                                     "--collective-timeout", "30s",
+                                     // Simulated nodes: the network path, as ringsync launch pins it.
+                                     "--ucx-transports", "tcp,self"};
   if (!options_.service) {
     const std::vector<std::string> job = {"--hostfile", hostfile_, "--node-rank", std::to_string(i),
                                           "--job-id", options_.job_id, "--job-token", token_};
@@ -141,6 +143,17 @@ void ClusterFixture::wait_ready(int i) {
       throw std::runtime_error(who + " did not become ready in 30 s:\n" + logs());
     std::this_thread::sleep_for(10ms);
   }
+}
+
+std::string ClusterFixture::peer_transports(int node, int peer) const {
+  std::string prefix = "ringsync_peer_transports_info{job_id=\"";
+  prefix += options_.job_id;
+  prefix += "\",peer=\"" + std::to_string(peer) + "\",transports=\"";
+  const std::string text = metrics(node);
+  const auto at = text.find(prefix);
+  if (at == std::string::npos) return "";
+  const auto start = at + prefix.size();
+  return text.substr(start, text.find('"', start) - start);
 }
 
 std::string ClusterFixture::metrics(int node) const {
@@ -213,7 +226,10 @@ std::string ClusterFixture::stop_all() {
 
 std::string ClusterFixture::node_list() const {
   std::string list;
-  for (int i = 0; i < nodes(); ++i) list += (i ? "," : "") + control_address(i);
+  for (int i = 0; i < nodes(); ++i) {
+    if (i > 0) list += ',';
+    list += control_address(i);
+  }
   return list;
 }
 

@@ -54,7 +54,8 @@ struct ClusterOptions {
 
 // Each daemon runs with its own --socket, --metrics-address 127.0.0.1:0,
 // --ready-file, --control-address, --heartbeat-interval 100ms,
-// --peer-timeout 1s, --collective-timeout 30s, --log-level debug; unless
+// --peer-timeout 1s, --collective-timeout 30s, --ucx-transports tcp,self
+// (simulated nodes take the network path), --log-level debug; unless
 // `service`, --hostfile (127.0.0.1:PORT slots=L per node, or the given
 // places), the shared --job-id and --job-token; then the test's extra flags
 // (a flag given again there wins).
@@ -76,6 +77,9 @@ class ClusterFixture {
   const std::string& socket(int node) const { return nodes_[node].socket; }
   const std::string& metrics_host_port(int node) const { return nodes_[node].metrics; }
   std::string metrics(int node) const;  // the /metrics text, "" when unreachable
+  // The transports label of node's ringsync_peer_transports_info for `peer`
+  // ("tcp/lo", ...), "" when it has none.
+  std::string peer_transports(int node, int peer) const;
   std::string log(int node) const;      // every run of the node, oldest first
   // Every node's log, labelled, each cut to its last `tail_bytes`: for failure messages.
   std::string logs(std::size_t tail_bytes = 6000) const;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cluster_fixture.h"
+#include "daemon_fixture.h"
 #include "common/peer_wire.h"
 #include "common/wire.h"
 
@@ -163,6 +164,61 @@ TEST_CASE("cluster: daemons start and form the ring and stop cleanly") {
                 cluster.logs());
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: /readyz is 503 while the ring is not formed, 200 once it is") {
+  ClusterFixture cluster(options(2, 1));
+  // Polls node's /readyz until its status line has `status`, for up to 20 s.
+  const auto readyz_becomes = [&](int node, const std::string& status) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    std::string answer;
+    while (std::chrono::steady_clock::now() < deadline) {
+      answer = http_get(cluster.metrics_host_port(node), "/readyz");
+      if (answer.rfind("HTTP/1.1 " + status, 0) == 0) return answer;
+      std::this_thread::sleep_for(50ms);
+    }
+    FAIL_CHECK("node ", node, "'s /readyz never answered ", status, "; last:\n", answer, cluster.logs());
+    return answer;
+  };
+  REQUIRE(wait_for_ring(cluster, 30s));
+  readyz_becomes(0, "200");
+  CHECK(readyz_becomes(1, "200").find("ready") != std::string::npos);
+
+  cluster.signal(1, SIGKILL);  // node 0 loses its peer: its ring is broken until node 1 is back
+  const std::string lost = readyz_becomes(0, "503");
+  CHECK_MESSAGE(lost.find("the ring of the pre-configured job 'cluster' is not formed") != std::string::npos, lost);
+  CHECK(http_get(cluster.metrics_host_port(0), "/healthz").rfind("HTTP/1.1 200", 0) == 0);  // alive all along
+
+  cluster.restart(1);
+  readyz_becomes(0, "200");
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: the log and /metrics say which UCX transports link the nodes") {
+  SUBCASE("pinned to tcp, as simulated nodes are") {
+    ClusterFixture cluster(options(2, 1));
+    REQUIRE(wait_for_ring(cluster, 30s));
+    for (int node : {0, 1}) {
+      const std::string line = cluster.peer_transports(node, 1 - node);
+      CHECK_MESSAGE(line.find("tcp/lo") != std::string::npos, line, cluster.logs());
+    }
+    CHECK_MESSAGE(cluster.log(0).find("node 1 (" + cluster.control_address(1) + ") over tcp/lo") != std::string::npos,
+                  cluster.logs());
+    CHECK(run_job(cluster, "pinned", {"collectives", "1", "1001"}));
+  }
+  SUBCASE("left to UCX (the default): it links two daemons on one machine and the job runs") {
+    ClusterFixture cluster([] {
+      auto o = options(2, 1);
+      o.extra_flags = {"--ucx-transports="};
+      return o;
+    }());
+    REQUIRE(wait_for_ring(cluster, 30s));
+    const std::string line = cluster.peer_transports(0, 1);
+    CHECK_MESSAGE(!line.empty(), cluster.metrics(0), cluster.logs());
+    MESSAGE("UCX's own choice between two daemons here: ", line);
+    CHECK(run_job(cluster, "chosen", {"collectives", "1", "1001"}));
+  }
 }
 
 TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {

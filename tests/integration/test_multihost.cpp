@@ -73,6 +73,17 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: allreduce then a daemon killed mid-loop
     ranks.start_all({"collectives", "1", "1001"});
     CHECK_MESSAGE(all_equal(ranks.wait(120s), 0), ranks.report(), cluster.logs());
   }
+  // The data crossed the hosts' links: UCX's only lane to every peer is tcp over
+  // eth0, as each daemon logs it (their /metrics are on the hosts' own loopback).
+  for (int node = 0; node < kHosts; ++node)
+    for (int peer = 0; peer < kHosts; ++peer)
+      if (peer != node) {
+        const std::string said = "node " + std::to_string(peer) + " (" + cluster.control_address(peer) +
+                                 ") over tcp/eth0";
+        const std::string log = cluster.log(node);
+        const bool logged = log.find(said + ";") != std::string::npos || log.find(said + "\n") != std::string::npos;
+        CHECK_MESSAGE(logged, "node ", node, " should log '", said, "':\n", cluster.logs());
+      }
   const int victim = 1;
   {
     RankGroup ranks(cluster, "killed");

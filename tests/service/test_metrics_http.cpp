@@ -172,7 +172,7 @@ TEST_CASE("HEAD /metrics sends the headers of GET and no body") {
   // No body bytes followed: the next response on the connection starts cleanly.
   const auto next = c.request(get("/healthz"));
   CHECK(next.status == 200);
-  CHECK(next.body == "ok");
+  CHECK(next.body == "ok\n");
 }
 
 TEST_CASE("index, health, query strings and unknown paths") {
@@ -190,7 +190,29 @@ TEST_CASE("index, health, query strings and unknown paths") {
   CHECK(res.status == 404);
   res = c.request(get("/healthz"));
   CHECK(res.status == 200);
-  CHECK(res.body == "ok");
+  CHECK(res.body == "ok\n");
+}
+
+TEST_CASE("/readyz answers 503 with the reason until the daemon is ready, then 200") {
+  std::atomic<bool> formed{false};
+  MetricsServerOptions options;
+  options.not_ready = [&] { return formed ? std::string() : std::string("the ring of job 'a' is not formed"); };
+  Server s(options);
+  Client c(s.endpoint());
+  auto res = c.request(get("/readyz"));
+  CHECK(res.status == 503);
+  CHECK(res.body == "not ready: the ring of job 'a' is not formed\n");
+  CHECK(c.request(get("/healthz")).status == 200);  // alive all the same
+  formed = true;
+  res = c.request(get("/readyz"));
+  CHECK(res.status == 200);
+  CHECK(res.body == "ready\n");
+}
+
+TEST_CASE("/readyz without a readiness check is ready") {
+  Server s;
+  Client c(s.endpoint());
+  CHECK(c.request(get("/readyz")).status == 200);
 }
 
 TEST_CASE("methods other than GET and HEAD get 405 with Allow, and the connection stays usable") {
@@ -219,7 +241,7 @@ TEST_CASE("keep-alive: several requests on one connection, pipelined too; close 
   const auto b = c.read_response();
   const auto last = c.read_response();
   CHECK(a.body == kBody);
-  CHECK(b.body == "ok");
+  CHECK(b.body == "ok\n");
   CHECK(last.body == kBody);
   CHECK(last.headers.at("connection") == "close");
   CHECK(c.closed_by_server());

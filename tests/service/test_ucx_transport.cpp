@@ -2,7 +2,10 @@
 #include <doctest/doctest.h>
 #include <poll.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <deque>
 #include <thread>
 
@@ -287,4 +290,37 @@ TEST_CASE("a tcp segment size set in the environment leaves both sizes to it, so
   job[1]->recv(0, make_tag(1, 0, 0), in.data(), in.size(), recv.callback());
   REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
   CHECK(in == out);
+}
+
+TEST_CASE("lane_transports names each lane's transport and device once, in lane order") {
+  using ringsync::service::transport::lane_transports;
+  const std::string info =
+      "#\n# UCP endpoint \n#\n#               peer: <no debug data>\n"
+      "#                 lane[0]:  0:self/memory0.0 md[0]          -> md[0]/self/sysdev[255] am am_bw#0\n"
+      "#                 lane[1]:  2:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] rma_bw#0\n"
+      "#                 lane[2]:  1:tcp/eth0.100.0 md[1]          -> md[1]/tcp/sysdev[255] rma_bw#1 wireup\n"
+      "#                 lane[3]:  3:rc_mlx5/mlx5_0:1.0 md[2]      -> md[2]/ib/sysdev[0] rma_bw#2\n"
+      "#                 lane[4]:  2:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] am\n"
+      "#\n#                tag_send: 0..<egr/short>..8185..<egr/bcopy>..8192..<rndv>..(inf)\n";
+  CHECK(lane_transports(info) == "self/memory0,tcp/lo,tcp/eth0.100,rc_mlx5/mlx5_0:1");
+  CHECK(lane_transports("").empty());
+  CHECK(lane_transports("# lane[0]: garbage\n").empty());
+}
+
+TEST_CASE("peer_transports says what UCX chose for the link: tcp on loopback when pinned") {
+  auto job = make_job(2, loopback("tcp,self"));
+  const std::string lanes = job[0]->peer_transports(1);
+  CHECK_MESSAGE(lanes.find("tcp/lo") != std::string::npos, lanes, "\n", job[0]->endpoint_info(1));
+  CHECK(job[0]->peer_transports(5).empty());  // no such node
+}
+
+TEST_CASE("verbs_devices lists the RDMA devices the kernel shows, none where the folder is absent") {
+  using ringsync::service::transport::verbs_devices;
+  CHECK(verbs_devices("/nonexistent/infiniband").empty());
+  char dir[] = "/tmp/rs-verbs-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string base = dir;
+  for (const char* name : {"mlx5_1", "mlx5_0"}) std::filesystem::create_directory(base + "/" + name);
+  CHECK(verbs_devices(base) == std::vector<std::string>{"mlx5_0", "mlx5_1"});
+  std::filesystem::remove_all(base);
 }
