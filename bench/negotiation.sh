@@ -139,7 +139,7 @@ start_job() {
     port=$port0
     [ "$node" -eq 1 ] && port=$port1
     "$daemon_bin" --socket "$dir/node$node.sock" --metrics-address 127.0.0.1:0 \
-      --ready-file "$dir/node$node.ready" --log-level warn \
+      --ready-file "$dir/node$node.ready" --log-level warn --ucx-transports tcp,self \
       --hostfile "$dir/hostfile" --node-rank "$node" --control-address "127.0.0.1:$port" \
       --job-id "$job" --job-token "token-$$" \
       --cycle-time "$cycle" --response-cache "$cache" >"$dir/node$node.log" 2>&1 &
