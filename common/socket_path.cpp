@@ -12,4 +12,13 @@ std::string default_socket_path(const std::map<std::string, std::string>& env, u
   return "/tmp/ringsync-" + std::to_string(uid) + "/ringsyncd.sock";
 }
 
+std::string slurm_socket_path(const std::map<std::string, std::string>& env, unsigned uid) {
+  const auto job = env.find("SLURM_JOB_ID");
+  if (job == env.end() || job->second.empty() || job->second.size() > 32 ||
+      job->second.find_first_not_of("0123456789_") != std::string::npos)
+    return "";
+  const std::string path = default_socket_path(env, uid);
+  return path.substr(0, path.rfind('/') + 1) + "ringsyncd-slurm-" + job->second + ".sock";
+}
+
 }  // namespace ringsync

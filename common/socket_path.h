@@ -12,4 +12,9 @@ namespace ringsync {
 // /tmp/ringsync-<uid>/ringsyncd.sock.
 std::string default_socket_path(const std::map<std::string, std::string>& env, unsigned uid);
 
+// Under Slurm (SLURM_JOB_ID set): the socket of the ringsyncd started as a step
+// of that job, ringsyncd-slurm-<job>.sock beside default_socket_path(), so the
+// daemons of two jobs sharing a node stay apart; "" outside Slurm.
+std::string slurm_socket_path(const std::map<std::string, std::string>& env, unsigned uid);
+
 }  // namespace ringsync

@@ -106,6 +106,10 @@ Status Daemon::start() {
                               << config_.socket_path << "; metrics "
                               << (metrics_server_ ? metrics_endpoint() : std::string("off"))
                               << "; " << pool_.threads() << " data threads";
+  if (!config_.cluster.slurm_job.empty())
+    RS_LOG(info, "daemon") << "a step of Slurm job " << config_.cluster.slurm_job << " (node "
+                           << config_.cluster.slurm_node << "): the job's trainers find this socket by SLURM_JOB_ID "
+                           << "and the other nodes' daemons at " << config_.cluster.control_address;
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/wire.h"
+#include "service/cluster/job_spec.h"
 
 namespace ringsync::service {
 namespace {
@@ -77,6 +78,14 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
                                    std::to_string(c.nodes.size()) + " node(s))" + from(cfg, "node-rank"));
   c.node_rank = static_cast<std::uint32_t>(rank);
   c.control_address = cfg.get_string("control-address");
+  const auto& env = cfg.environment();
+  if (!c.enabled() && env.contains("SLURM_JOB_ID") && env.contains("SLURM_STEP_ID")) {
+    c.slurm_job = env.at("SLURM_JOB_ID");
+    c.slurm_node = env.contains("SLURM_NODEID") ? env.at("SLURM_NODEID") : "?";
+    // Every node's daemon at the same port: the trainers' steps list the nodes
+    // by name (SLURM_STEP_NODELIST) with this port (RINGSYNC_CONTROL_PORT).
+    if (c.control_address.empty()) c.control_address = "0.0.0.0:" + std::to_string(cluster::kDefaultControlPort);
+  }
   c.job_id = cfg.get_string("job-id");
   if (c.job_id.empty() || c.job_id.size() > 256)
     return Status::InvalidArgument("job-id must be 1 to 256 bytes" + from(cfg, "job-id"));
@@ -123,7 +132,8 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"socket", Kind::kPath, "", "",
        "Unix socket that trainers connect to. Empty means $XDG_RUNTIME_DIR/ringsync/ringsyncd.sock when "
        "XDG_RUNTIME_DIR is set, else /run/ringsync/ringsyncd.sock as root, else "
-       "/tmp/ringsync-<uid>/ringsyncd.sock."},
+       "/tmp/ringsync-<uid>/ringsyncd.sock. Started by srun (a step of a Slurm job): "
+       "ringsyncd-slurm-<SLURM_JOB_ID>.sock in that folder, where the job's trainers look first."},
       {"metrics-address", Kind::kAddress, "127.0.0.1:9400", "",
        "Where the Prometheus /metrics endpoint listens; \"off\" turns it off."},
       {"collective-timeout", Kind::kDuration, "300s", "seconds",
@@ -163,7 +173,7 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"node-rank", Kind::kInt, "0", "rank", "This node's place (line) in the host list."},
       {"control-address", Kind::kString, "", "",
        "HOST:PORT the control plane listens on; default this node's host list entry (port 29517 "
-       "when the entry has none)."},
+       "when the entry has none); started by srun, 0.0.0.0:29517."},
       {"job-id", Kind::kString, "default", "",
        "The pre-configured multi-node job's id: every daemon of the job and its trainers (RINGSYNC_JOB_ID) "
        "use the same."},
@@ -222,13 +232,21 @@ const std::vector<config::Tunable>& daemon_tunables() {
   return table;
 }
 
-std::map<std::string, std::string> daemon_environment() { return config::environment_snapshot({"XDG_RUNTIME_DIR"}); }
+std::map<std::string, std::string> daemon_environment() {
+  return config::environment_snapshot({"XDG_RUNTIME_DIR", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NODEID"});
+}
 
 Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   DaemonConfig d;
 
+  // Started by srun (a step of a Slurm job) without a job of its own: the
+  // job's daemon on this node, at a socket the job's trainers look for.
+  const auto& env = cfg.environment();
+  const bool slurm_step = env.contains("SLURM_JOB_ID") && env.contains("SLURM_STEP_ID") &&
+                          cfg.get_string("hostfile").empty() && cfg.get_string("hosts").empty();
   d.socket_path = cfg.get_string("socket");
-  if (d.socket_path.empty()) d.socket_path = default_socket_path(cfg.environment(), ::getuid());
+  if (d.socket_path.empty() && slurm_step) d.socket_path = slurm_socket_path(env, ::getuid());
+  if (d.socket_path.empty()) d.socket_path = default_socket_path(env, ::getuid());
   if (d.socket_path.size() > kMaxSocketPath) {
     return Status::InvalidArgument("socket path '" + d.socket_path + "' is " + std::to_string(d.socket_path.size()) +
                                    " bytes; a Unix socket path must be at most " + std::to_string(kMaxSocketPath) +

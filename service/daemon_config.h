@@ -57,6 +57,14 @@ struct ClusterConfig {
   // (service/thread_cpus.h). Empty: where the control thread runs.
   std::vector<int> thread_cpus;
 
+  // Set when the daemon runs as a step of a Slurm job (SLURM_JOB_ID and
+  // SLURM_STEP_ID, no --hostfile/--hosts): the job id, for the log. Its
+  // --socket and --control-address then default to ringsyncd-slurm-<job>.sock
+  // and 0.0.0.0:29517; the trainers' steps describe their jobs themselves
+  // (SLURM_STEP_NODELIST, SLURM_NODEID).
+  std::string slurm_job;
+  std::string slurm_node;  // SLURM_NODEID: this node's place in the daemons' step
+
   // Whether the daemon is pre-configured with a multi-node job.
   bool enabled() const { return !nodes.empty(); }
   std::uint32_t slots() const { return nodes.empty() ? 0 : nodes.front().slots; }

@@ -72,7 +72,8 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
   }
   RS_LOG(debug, "client") << "rank " << settings.local_rank << "/" << settings.local_size
                           << " of job '" << settings.job_id << "' connected to ringsyncd "
-                          << reply->daemon_version << " at " << settings.socket_path;
+                          << reply->daemon_version << " at " << settings.socket_path
+                          << (settings.nodes.empty() ? "" : "; nodes " + settings.nodes + " (" + settings.nodes_from + ")");
   auto context = std::unique_ptr<Context>(
       new Context(settings, std::move(*connection), reply->daemon_version, std::move(device)));
   context->node_rank_ = static_cast<int>(reply->node_rank);

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 
@@ -94,6 +95,8 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
     s.socket_path = config->socket_path;
   } else if (auto path = lookup(env, kSocketEnv)) {
     s.socket_path = *path;
+  } else if (const std::string slurm = slurm_socket_path(env, uid); !slurm.empty() && std::filesystem::exists(slurm)) {
+    s.socket_path = slurm;  // the ringsyncd that `srun ringsyncd` started for this job
   } else {
     s.socket_path = default_socket_path(env, uid);
   }
@@ -130,6 +133,10 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
     return Status::InvalidArgument(std::string(kRendezvousEnv) + "='" + s.rendezvous +
                                    "' is not etcd://HOST:PORT[,HOST:PORT]");
   if (launcher) {
+    if (s.nodes.empty() && s.rendezvous.empty() && !launcher->nodes.empty()) {
+      s.nodes = launcher->nodes;
+      s.nodes_from = launcher->nodes_from;
+    }
     s.local_rank = launcher->local_rank;
     s.local_size = launcher->local_size;
     s.node_rank = launcher->node_rank;

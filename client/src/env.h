@@ -41,6 +41,7 @@ struct Settings {
   int num_nodes = 0;
   int node_rank = -1;
   std::string nodes;
+  std::string nodes_from = "RINGSYNC_NODES";  // or the launcher's variable (SLURM_STEP_NODELIST)
   std::string rendezvous;
   std::string job_token;
   // Where the ranks came from: "ringsync" (RINGSYNC_* or the config), a

@@ -2,11 +2,15 @@
 
 #include <charconv>
 
+#include "common/hostlist.h"
+
 namespace ringsync::client {
 
 namespace {
 
 using Env = std::map<std::string, std::string>;
+
+constexpr int kDefaultControlPort = 29517;  // ringsyncd's, service/cluster/job_spec.h
 
 std::optional<std::string> get(const Env& env, const char* name) {
   auto it = env.find(name);
@@ -102,6 +106,42 @@ Result<LauncherPlace> open_mpi(const Env& env) {
   return from_global(p, g->rank, g->size, "run mpirun with --map-by slot (or ppr:L:node)");
 }
 
+// The control port of every node's ringsyncd when the node list comes from a launcher.
+Result<int> control_port(const Env& env) {
+  auto text = get(env, "RINGSYNC_CONTROL_PORT");
+  if (!text) return kDefaultControlPort;
+  int port = 0;
+  const char* end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, port);
+  if (ec != std::errc() || ptr != end || port < 1 || port > 65535)
+    return Status::InvalidArgument("RINGSYNC_CONTROL_PORT='" + *text + "' is not a port (1-65535)");
+  return port;
+}
+
+// The step's nodes (SLURM_STEP_NODELIST; a batch script's own tasks have only
+// SLURM_JOB_NODELIST, right when the step spans the whole allocation), each at
+// the daemons' control port. Left unset when the list does not have the
+// step's node count: then RINGSYNC_NODES or a rendezvous must say.
+Status slurm_nodes(const Env& env, int count, LauncherPlace& p) {
+  const char* name = get(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
+                     : get(env, "SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST"
+                                                      : "SLURM_NODELIST";
+  auto list = get(env, name);
+  if (!list) return Status::Ok();
+  auto hosts = expand_hostlist(*list);
+  if (!hosts.ok()) return Status::InvalidArgument(std::string("Slurm: ") + name + ": " + hosts.status().message());
+  if (hosts->size() != static_cast<std::size_t>(count)) return Status::Ok();
+  auto port = control_port(env);
+  if (!port.ok()) return port.status();
+  for (const auto& host : *hosts) {
+    if (!p.nodes.empty()) p.nodes += ',';
+    p.nodes += host;
+    p.nodes += ':' + std::to_string(*port);
+  }
+  p.nodes_from = name;
+  return Status::Ok();
+}
+
 Result<LauncherPlace> slurm(const Env& env) {
   LauncherPlace p{"Slurm"};
   auto local = number(env, "SLURM_LOCALID", 0, p.launcher);
@@ -125,6 +165,7 @@ Result<LauncherPlace> slurm(const Env& env) {
     p.job_id = "slurm-" + *job;
     if (auto step = get(env, "SLURM_STEP_ID")) p.job_id += "." + *step;
   }
+  if (*nodes > 1) RINGSYNC_RETURN_IF_ERROR(slurm_nodes(env, *nodes, p));
   return from_global(p, *rank, *size, "run srun with --distribution=block");
 }
 
@@ -136,7 +177,8 @@ const std::vector<const char*>& launcher_variables() {
       "MASTER_PORT", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_RANK",
       "OMPI_COMM_WORLD_SIZE", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_LOCALID", "SLURM_NODEID",
       "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_NODES", "SLURM_NNODES",
-      "SLURM_JOB_NUM_NODES", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+      "SLURM_JOB_NUM_NODES", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+      "SLURM_NODELIST", "RINGSYNC_CONTROL_PORT"};
   return names;
 }
 

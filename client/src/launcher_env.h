@@ -2,7 +2,8 @@
 // ringsync's own variables are absent: torchrun (RANK, LOCAL_RANK,
 // WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK), Open MPI (OMPI_COMM_WORLD_*) or
 // Slurm (SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_NTASKS,
-// SLURM_NNODES, SLURM_JOB_ID). One launcher's variables are taken as a whole,
+// SLURM_NNODES, SLURM_JOB_ID, and the node names of SLURM_STEP_NODELIST).
+// One launcher's variables are taken as a whole,
 // in that order (torchrun or mpirun inside a Slurm allocation describe the
 // ranks better than the allocation does). ringsync numbers ranks node by
 // node (global = node * L + local); a launcher that numbers them otherwise is
@@ -26,6 +27,11 @@ struct LauncherPlace {
   int node_rank = 0;
   int num_nodes = 1;
   std::string job_id;  // "" when the launcher names none
+  // Every node's ringsyncd control address, "host:port,..." in node order, when
+  // the launcher lists the nodes (Slurm's SLURM_STEP_NODELIST, with
+  // RINGSYNC_CONTROL_PORT or 29517); "" otherwise. Used when RINGSYNC_NODES is unset.
+  std::string nodes;
+  std::string nodes_from;  // the variable `nodes` came from, for messages
 };
 
 // Every variable launcher_place() reads, for process_environment().

@@ -223,6 +223,47 @@ TEST_CASE("without ringsync's variables, torchrun's, Open MPI's or Slurm's give 
   CHECK(both->local_rank == 1);
 }
 
+TEST_CASE("under srun the step's node list names every node's daemon, unless the job says otherwise") {
+  const std::map<std::string, std::string> step = {
+      {"SLURM_PROCID", "2"},           {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "1"},    {"SLURM_NTASKS", "4"},
+      {"SLURM_STEP_NUM_NODES", "2"},   {"SLURM_JOB_ID", "9"},  {"SLURM_STEP_ID", "3"},
+      {"SLURM_STEP_NODELIST", "rs-n[1-2]"}, {"SLURM_JOB_NODELIST", "rs-n[1-4]"}};
+  auto s = resolve_settings(nullptr, step, 1000);
+  REQUIRE_MESSAGE(s.ok(), s.status().message());
+  CHECK(s->nodes == "rs-n1:29517,rs-n2:29517");
+  CHECK(s->nodes_from == "SLURM_STEP_NODELIST");
+  CHECK(s->node_rank == 1);
+  CHECK(s->num_nodes == 2);
+  CHECK(s->job_id == "slurm-9.3");
+
+  auto with = [&](std::map<std::string, std::string> more) {
+    auto env = step;
+    for (auto& [k, v] : more) env[k] = v;
+    return env;
+  };
+  auto port = resolve_settings(nullptr, with({{"RINGSYNC_CONTROL_PORT", "30000"}}), 1000);
+  REQUIRE(port.ok());
+  CHECK(port->nodes == "rs-n1:30000,rs-n2:30000");
+  auto own = resolve_settings(nullptr, with({{"RINGSYNC_NODES", "a:1,b:1"}}), 1000);
+  REQUIRE(own.ok());
+  CHECK(own->nodes == "a:1,b:1");
+  auto rendezvous = resolve_settings(nullptr, with({{"RINGSYNC_RENDEZVOUS", "etcd://e:2379"}}), 1000);
+  REQUIRE(rendezvous.ok());
+  CHECK(rendezvous->nodes.empty());
+  // A batch script's tasks: no step list, the job's when it has the step's node count.
+  auto env = step;
+  env.erase("SLURM_STEP_NODELIST");
+  auto job_list = resolve_settings(nullptr, env, 1000);
+  REQUIRE(job_list.ok());
+  CHECK(job_list->nodes.empty());  // 4 nodes listed, 2 in the step: not this step's list
+  env["SLURM_JOB_NODELIST"] = "rs-n[3,5]";
+  job_list = resolve_settings(nullptr, env, 1000);
+  REQUIRE(job_list.ok());
+  CHECK(job_list->nodes == "rs-n3:29517,rs-n5:29517");
+  CHECK(contains(error_of(nullptr, with({{"SLURM_STEP_NODELIST", "rs-n[1-2"}})), "SLURM_STEP_NODELIST"));
+  CHECK(contains(error_of(nullptr, with({{"RINGSYNC_CONTROL_PORT", "70000"}})), "RINGSYNC_CONTROL_PORT='70000'"));
+}
+
 TEST_CASE("a launcher that numbers ranks otherwise than node by node is refused with the fix") {
   // Slurm cyclic distribution: rank 1 on node 1.
   CHECK(contains(error_of(nullptr, {{"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "1"},

@@ -91,6 +91,36 @@ TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp pe
   CHECK(from_env->socket_path == default_socket_path({}, ::getuid()));
 }
 
+TEST_CASE("started by srun: a socket of the Slurm job's own, and the control port on every address") {
+  const Env step = {{"XDG_RUNTIME_DIR", "/run/user/1000"}, {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"},
+                    {"SLURM_NODEID", "1"}};
+  CHECK(ringsync::slurm_socket_path(step, 1000) == "/run/user/1000/ringsync/ringsyncd-slurm-4242.sock");
+  CHECK(ringsync::slurm_socket_path({{"SLURM_JOB_ID", "4242"}}, 0) == "/run/ringsync/ringsyncd-slurm-4242.sock");
+  CHECK(ringsync::slurm_socket_path({}, 0).empty());
+  CHECK(ringsync::slurm_socket_path({{"SLURM_JOB_ID", "../x"}}, 0).empty());  // not a job id: no path from it
+
+  auto d = load({}, step);
+  REQUIRE(d.ok());
+  CHECK(d->socket_path == "/run/user/1000/ringsync/ringsyncd-slurm-4242.sock");
+  CHECK(d->cluster.control_address == "0.0.0.0:29517");
+  CHECK(d->cluster.slurm_job == "4242");
+  CHECK(d->cluster.slurm_node == "1");
+  // What the user says wins; a pre-configured job is not a Slurm-described one.
+  auto given = load({"--socket=/tmp/mine.sock", "--control-address=10.0.0.1:30000"}, step);
+  REQUIRE(given.ok());
+  CHECK(given->socket_path == "/tmp/mine.sock");
+  CHECK(given->cluster.control_address == "10.0.0.1:30000");
+  auto hostfile = load({"--hosts=a:1,b:1", "--node-rank=1"}, step);
+  REQUIRE(hostfile.ok());
+  CHECK(hostfile->cluster.slurm_job.empty());
+  CHECK(hostfile->socket_path == "/run/user/1000/ringsync/ringsyncd.sock");
+  // Inside an allocation but not a step (the batch script itself): the usual defaults.
+  auto batch = load({}, {{"XDG_RUNTIME_DIR", "/run/user/1000"}, {"SLURM_JOB_ID", "4242"}});
+  REQUIRE(batch.ok());
+  CHECK(batch->socket_path == "/run/user/1000/ringsync/ringsyncd.sock");
+  CHECK(batch->cluster.control_address.empty());
+}
+
 TEST_CASE("flags and variables reach the typed struct") {
   auto d = load({"--socket=/tmp/x.sock", "--metrics-address", "[::1]:9500", "--reduce-threads=3",
                  "--collective-timeout=2m", "--ready-file", "/tmp/ready", "--log-level=DEBUG", "--log-subsys=^ucx"},
