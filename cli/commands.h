@@ -18,4 +18,8 @@ int demo(const std::vector<std::string>& args, const std::string& self);
 // environment, as for any trainer).
 int demo_rank(const std::vector<std::string>& args);
 
+// ringsync wait: until a ringsyncd accepts connections on the socket trainers
+// here would use (or --socket), at most --timeout.
+int wait_daemon(const std::vector<std::string>& args);
+
 }  // namespace ringsync::cli

@@ -19,6 +19,8 @@ void usage(std::ostream& out) {
          "             trainer command per node (see 'ringsync launch --help')\n"
          "  demo       launch 2 nodes x 2 trainer processes that allreduce 4 B .. 64 MiB,\n"
          "             verify every result and print a bandwidth table (see 'ringsync demo --help')\n"
+         "  wait       wait until a ringsyncd serves the socket trainers here use (batch scripts,\n"
+         "             health checks; see 'ringsync wait --help')\n"
          "  version    print the version\n"
          "  help       print this help\n";
 }
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   if (command == "launch") return ringsync::cli::launch(args, self_path(argv[0]));
   if (command == "demo") return ringsync::cli::demo(args, self_path(argv[0]));
   if (command == "demo-rank") return ringsync::cli::demo_rank(args);
+  if (command == "wait") return ringsync::cli::wait_daemon(args);
   if (command == "version" || command == "--version") {
     std::cout << "ringsync " << ringsync::kVersion << "\n";
     return 0;

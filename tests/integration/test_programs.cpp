@@ -76,12 +76,40 @@ TEST_CASE("ringsyncd --help lists every setting; bad settings fail clearly") {
   for (const char* flag : {"--socket", "--metrics-address", "--collective-timeout", "--stall-warning",
                            "--max-frame-bytes", "--reduce-threads", "RINGSYNC_SOCKET"})
     CHECK_MESSAGE(help.find(flag) != std::string::npos, flag);
+  // The transports are UCX's choice unless pinned: verbs on a fabric that has them.
+  const auto transports = help.find("--ucx-transports TEXT");
+  REQUIRE(transports != std::string::npos);
+  const std::string entry = help.substr(transports, help.find("--ucx-net-devices") - transports);
+  CHECK_MESSAGE(entry.find("UCX picks the best") != std::string::npos, entry);
+  CHECK_MESSAGE(entry.find("default: \"\"") != std::string::npos, entry);
   auto [bad_rc, bad] = run_command(bin("ringsyncd") + " --collective-timeout soon");
   CHECK(bad_rc == 2);
   CHECK(bad.find("collective-timeout") != std::string::npos);
   auto [unknown_rc, unknown] = run_command(bin("ringsyncd") + " --sockt /tmp/x");
   CHECK(unknown_rc == 2);
   CHECK(unknown.find("--socket") != std::string::npos);  // suggests the closest flag
+}
+
+TEST_CASE("ringsync wait returns once a daemon serves the socket, and fails naming it when none does") {
+  DaemonFixture daemon;
+  auto [rc, out] = run_command(bin("ringsync") + " wait --timeout 10s --socket " + daemon.socket());
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK(out.find("ringsyncd serves " + daemon.socket()) != std::string::npos);
+  CHECK(daemon.running());
+  CHECK(daemon.log().find("WARN") == std::string::npos);  // a probe is no misbehaving client
+
+  const std::string missing = daemon.dir().file("nobody.sock");
+  std::tie(rc, out) = run_command(bin("ringsync") + " wait --timeout 300ms --socket " + missing);
+  CHECK(rc == 1);
+  CHECK_MESSAGE(out.find("accepted a connection at " + missing + " within 0.3 s") != std::string::npos, out);
+  std::tie(rc, out) = run_command(bin("ringsync") + " wait --timeout soon");
+  CHECK(rc == 2);
+  CHECK(out.find("--timeout 'soon'") != std::string::npos);
+  // Under Slurm the job's own daemon's socket is the one waited for.
+  std::tie(rc, out) = run_command("env -u RINGSYNC_SOCKET XDG_RUNTIME_DIR=" + daemon.dir().path() +
+                                  " SLURM_JOB_ID=31 " + bin("ringsync") + " wait --timeout 200ms");
+  CHECK(rc == 1);
+  CHECK_MESSAGE(out.find(daemon.dir().path() + "/ringsync/ringsyncd-slurm-31.sock") != std::string::npos, out);
 }
 
 TEST_CASE("a second daemon on the same socket refuses to start; the first keeps serving") {
