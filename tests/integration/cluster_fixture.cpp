@@ -279,11 +279,26 @@ std::string RankGroup::error_of(int index) const {
   return text.substr(start, text.find('\n', start) - start);
 }
 
+namespace {
+// A collective submitted after the job broke reads the same verdict with
+// "(job 'J' cannot run collectives any more: restart its ranks)" after it
+// (docs/cluster.md); whether a rank's last collective was in flight or came
+// later is a race, so the verdicts are compared without that suffix.
+std::string verdict_of(std::string error) {
+  static const std::string kTail = " cannot run collectives any more: restart its ranks)";
+  const auto at = error.rfind(" (job '");
+  if (at != std::string::npos && error.size() >= kTail.size() &&
+      error.compare(error.size() - kTail.size(), kTail.size(), kTail) == 0)
+    error.erase(at);
+  return error;
+}
+}  // namespace
+
 std::string RankGroup::same_error(const std::vector<int>& which, const std::vector<std::string>& words) const {
   std::string problems;
-  const std::string first = which.empty() ? "" : error_of(which.front());
+  const std::string first = which.empty() ? "" : verdict_of(error_of(which.front()));
   for (int i : which) {
-    const std::string error = error_of(i);
+    const std::string error = verdict_of(error_of(i));
     if (error != first) problems += "rank index " + std::to_string(i) + " says '" + error + "', not '" + first + "'\n";
     for (const auto& w : words)
       if (error.find(w) == std::string::npos)
