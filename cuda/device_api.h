@@ -52,6 +52,8 @@ Status close_ipc(void* base, int device);  // `device`: IpcMapping::device
 // or peer access, which streams on `device` enable wherever the hardware allows).
 bool peer_reachable(int device, int peer);
 
+class Event;
+
 // An ordered queue of device work (a cudaStream_t underneath).
 class Stream {
  public:
@@ -65,6 +67,9 @@ class Stream {
 
   // Waits for everything queued so far; the error of any failed step.
   Status synchronize();
+  // Work queued on this stream from now on starts only after `event`'s work is done
+  // (cudaStreamWaitEvent); returns at once.
+  Status wait(Event& event);
   void* native() const { return handle_; }
   int device() const { return device_; }
 
@@ -89,6 +94,7 @@ class Event {
   // True once the recorded work is done; the error of a failed step. Never blocks.
   Result<bool> query();
   Status synchronize();
+  void* handle() const { return handle_; }  // the cudaEvent_t
 
  private:
   void* handle_ = nullptr;

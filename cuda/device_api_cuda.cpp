@@ -232,6 +232,11 @@ Status Stream::synchronize() {
   return Status::Ok();
 }
 
+Status Stream::wait(Event& event) {
+  RS_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(handle_), static_cast<cudaEvent_t>(event.handle()), 0));
+  return Status::Ok();
+}
+
 // ---- Event ----
 
 Result<Event> Event::create(int device) {

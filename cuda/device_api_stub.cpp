@@ -39,6 +39,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 }
 Stream::~Stream() = default;
 Status Stream::synchronize() { return no_cuda("synchronizing a CUDA stream"); }
+Status Stream::wait(Event&) { return no_cuda("making a CUDA stream wait for an event"); }
 
 Result<Event> Event::create(int) { return no_cuda("creating a CUDA event"); }
 Event::Event(Event&& other) noexcept : handle_(other.handle_), device_(other.device_) {

@@ -7,13 +7,16 @@ namespace ringsync::cuda {
 Result<std::unique_ptr<DeviceChunkCopier>> DeviceChunkCopier::create(int device) {
   auto stream = Stream::create(device);
   if (!stream.ok()) return stream.status();
+  auto notify = Stream::create(device);
+  if (!notify.ok()) return notify.status();
   return std::unique_ptr<DeviceChunkCopier>(
-      new DeviceChunkCopier(device, std::move(stream).value()));
+      new DeviceChunkCopier(device, std::move(stream).value(), std::move(notify).value()));
 }
 
 DeviceChunkCopier::~DeviceChunkCopier() {
   // Host callbacks still queued point at this object.
   (void)stream_.synchronize();
+  (void)notify_.synchronize();
 }
 
 Result<Event> DeviceChunkCopier::take_event() {
@@ -30,11 +33,13 @@ Status DeviceChunkCopier::submit(std::uint64_t ticket, Direction direction, void
   Status queued = direction == Direction::kToHost ? copy_to_host(dst, src, bytes, stream_)
                                                   : copy_to_device(dst, src, bytes, stream_);
   if (queued.ok()) queued = event->record(stream_);
-  if (queued.ok() && wakeup_) queued = launch_host_callback(stream_, &on_copied, this);
+  if (queued.ok() && wakeup_) queued = notify_.wait(*event);
+  if (queued.ok() && wakeup_) queued = launch_host_callback(notify_, &on_copied, this);
   if (!queued.ok()) {
     // The copy may be queued even though a later step failed: the caller reuses
     // these buffers once told of the failure, so nothing may still be writing them.
     (void)stream_.synchronize();
+    (void)notify_.synchronize();
     return queued;
   }
   in_flight_.push_back({ticket, std::move(event).value()});
