@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+scripts/install-deploy-deps.sh   # the deployment tests' tools (tests/deploy)
 
 echo "== Release build and tests"
 scripts/build.sh build
