@@ -37,6 +37,15 @@ Result<StagingBuffers> StagingBuffers::create(ChunkCopier& copier, std::size_t c
   return buffers;
 }
 
+StagingBuffers StagingBuffers::view(std::byte* memory, std::size_t chunk_bytes, std::size_t depth) {
+  StagingBuffers buffers;
+  buffers.memory_ = memory;
+  buffers.chunk_bytes_ = chunk_bytes;
+  buffers.stride_ = chunk_bytes;
+  buffers.depth_ = depth;
+  return buffers;
+}
+
 StagingBuffers::StagingBuffers(StagingBuffers&& other) noexcept
     : copier_(std::exchange(other.copier_, nullptr)),
       memory_(std::exchange(other.memory_, nullptr)),
@@ -59,7 +68,7 @@ StagingBuffers& StagingBuffers::operator=(StagingBuffers&& other) noexcept {
 StagingBuffers::~StagingBuffers() { release(); }
 
 void StagingBuffers::release() {
-  if (memory_ == nullptr) return;
+  if (memory_ == nullptr || copier_ == nullptr) return;
   copier_->unpin(memory_);
   std::free(memory_);
   memory_ = nullptr;

@@ -1,6 +1,9 @@
 // The pinned host memory a staging pipeline moves chunks through: `depth` slots of
 // `chunk_bytes` each, allocated and pinned once and reused by every transfer
-// (pinning costs far more than one copy).
+// (pinning costs far more than one copy). Or a view: slots laid back to back over
+// memory someone else owns and pinned, so that chunk k of a transfer lands at
+// offset k * chunk_bytes (a host buffer as long as the device one, which the ring
+// then runs over in place).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +19,9 @@ class StagingBuffers {
   // `copier` pins the memory and must outlive the buffers. chunk_bytes and depth >= 1.
   static Result<StagingBuffers> create(ChunkCopier& copier, std::size_t chunk_bytes,
                                        std::size_t depth);
+  // Slots i = memory + i * chunk_bytes, i < depth; nothing is allocated, pinned or
+  // freed. chunk_bytes and depth >= 1.
+  static StagingBuffers view(std::byte* memory, std::size_t chunk_bytes, std::size_t depth);
   StagingBuffers(StagingBuffers&&) noexcept;
   StagingBuffers& operator=(StagingBuffers&&) noexcept;
   StagingBuffers(const StagingBuffers&) = delete;
@@ -30,7 +36,7 @@ class StagingBuffers {
   StagingBuffers() = default;
   void release();
 
-  ChunkCopier* copier_ = nullptr;
+  ChunkCopier* copier_ = nullptr;  // null for a view: the memory is not ours
   std::byte* memory_ = nullptr;
   std::size_t chunk_bytes_ = 0;
   std::size_t stride_ = 0;  // chunk_bytes_ rounded up to a page

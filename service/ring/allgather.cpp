@@ -8,7 +8,7 @@ namespace ringsync::service::ring {
 
 Allgather::Allgather(transport::Transport& transport, void* data, std::size_t count, DType dtype,
                      const RingOptions& options)
-    : ChunkPipeline(transport, "allgather", options.window),
+    : ChunkPipeline(transport, "allgather", options.window, options.gate),
       data_(static_cast<std::byte*>(data)),
       dtype_(dtype),
       options_(options),
@@ -24,6 +24,11 @@ Status Allgather::plan() {
   const std::size_t elem = dtype_size(dtype_);
   const int right = ring_index(r + 1, n);
   const int left = ring_index(r - 1, n);
+  // This node's own segment is final from the start: it may be copied out at once.
+  if (gate() != nullptr && partition_.segment(r).count > 0) {
+    const Range own = partition_.segment(r);
+    gate()->finished(data_ + own.begin * elem, own.count * elem);
+  }
   std::vector<std::size_t> first_recv(static_cast<std::size_t>(n), 0);
   std::size_t planned_recvs = 0;
   for (int s = 0; s < n - 1; ++s) {
@@ -46,7 +51,7 @@ Status Allgather::plan() {
           1 +
           plan_recv({left,
                      transport::make_tag(options_.sequence, step, static_cast<std::uint16_t>(k)),
-                     data_ + c.begin * elem, c.count * elem, /*via_scratch=*/false});
+                     data_ + c.begin * elem, c.count * elem, /*via_scratch=*/false, /*final=*/true});
     }
   }
   return Status::Ok();

@@ -27,9 +27,10 @@ struct ChunkPipeline::Ledger {
 };
 
 ChunkPipeline::ChunkPipeline(transport::Transport& transport, std::string algorithm,
-                             std::size_t window)
+                             std::size_t window, StageGate* gate)
     : transport_(transport),
       algorithm_(std::move(algorithm)),
+      gate_(gate),
       ledger_(std::make_shared<Ledger>()),
       window_(std::max<std::size_t>(window, 1)) {
   ledger_->algorithm = algorithm_;
@@ -107,10 +108,13 @@ void ChunkPipeline::post_ready() {
   while (ledger.failure.ok() && recvs_landed_ < recvs_posted_) {
     const std::size_t slot = recvs_landed_ % slots_;
     if (ledger.arrived[slot] == 0) break;
-    ledger.arrived[slot] = 0;
     const Recv& recv = recvs_[recvs_landed_];
+    // Reduced into this node's data: that data must be here first.
+    if (recv.via_scratch && gate_ != nullptr && !gate_->filled(recv.place, recv.bytes)) break;
+    ledger.arrived[slot] = 0;
     land(recvs_landed_, recv,
          recv.via_scratch ? ledger.scratch.data() + slot * slot_bytes_ : nullptr);
+    if (recv.final && gate_ != nullptr) gate_->finished(recv.place, recv.bytes);
     ++recvs_landed_;
   }
   // Receive into the free slots.
@@ -121,7 +125,10 @@ void ChunkPipeline::post_ready() {
   // Send the chunks whose data is in place.
   while (ledger.failure.ok() && sends_posted_ < sends_.size() && ledger.sends_in_flight < window_ &&
          sends_[sends_posted_].after_landed <= recvs_landed_) {
-    post_send(sends_[sends_posted_++]);
+    const Send& send = sends_[sends_posted_];
+    if (send.own_input && gate_ != nullptr && !gate_->filled(send.data, send.bytes)) break;
+    post_send(send);
+    ++sends_posted_;
   }
 }
 

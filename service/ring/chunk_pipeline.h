@@ -11,7 +11,11 @@
 //   place) and land() folds it into place; others arrive in place;
 // - the first failed operation fails the task with that operation's code and
 //   a message naming the peer, step and chunk; nothing more is posted, and the
-//   task returns kError once every operation it posted has completed.
+//   task returns kError once every operation it posted has completed;
+// - with a StageGate (stage_gate.h), a send of this node's own input
+//   (Send::own_input) and the landing of a chunk that is reduced into this
+//   node's data (via_scratch) wait until the gate says the range is filled;
+//   a receive that lands a final result (Recv::final) is reported to it.
 //
 // Completion callbacks only record what completed (in a ledger they share with
 // the task, so they stay safe even if the task is gone); all work happens in
@@ -47,6 +51,8 @@ class ChunkPipeline : public Task {
     std::size_t bytes = 0;
     // Post only after this many receives (in plan order) have landed.
     std::size_t after_landed = 0;
+    // Reads this node's own input: waits for the gate's filled().
+    bool own_input = false;
   };
   struct Recv {
     int peer = 0;
@@ -54,12 +60,15 @@ class ChunkPipeline : public Task {
     std::byte* place = nullptr;  // where the chunk belongs in the buffer
     std::size_t bytes = 0;
     bool via_scratch = false;  // arrive in a scratch slot; land() puts it in place
+    bool final = false;        // lands the collective's final result: told to the gate
   };
 
-  // `algorithm` names the task in error messages ("reduce-scatter").
-  ChunkPipeline(transport::Transport& transport, std::string algorithm, std::size_t window);
+  // `algorithm` names the task in error messages ("reduce-scatter"); `gate` may be null.
+  ChunkPipeline(transport::Transport& transport, std::string algorithm, std::size_t window,
+                StageGate* gate = nullptr);
 
   transport::Transport& transport() const { return transport_; }
+  StageGate* gate() const { return gate_; }
   const std::string& algorithm() const { return algorithm_; }
 
   // Checks the arguments and plans every message with plan_send/plan_recv;
@@ -84,6 +93,7 @@ class ChunkPipeline : public Task {
 
   transport::Transport& transport_;
   std::string algorithm_;
+  StageGate* gate_ = nullptr;
   std::vector<Send> sends_;
   std::vector<Recv> recvs_;
   std::shared_ptr<Ledger> ledger_;

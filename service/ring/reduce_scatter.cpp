@@ -10,7 +10,7 @@ namespace ringsync::service::ring {
 ReduceScatter::ReduceScatter(transport::Transport& transport, void* data, std::size_t count,
                              DType dtype, ReduceOp op, std::size_t divisor,
                              const RingOptions& options)
-    : ChunkPipeline(transport, "reduce-scatter", options.window),
+    : ChunkPipeline(transport, "reduce-scatter", options.window, options.gate),
       data_(static_cast<std::byte*>(data)),
       dtype_(dtype),
       op_(op),
@@ -42,7 +42,7 @@ Status ReduceScatter::plan() {
       const Range c = partition_.chunk(send_segment, k);
       const std::size_t after = s == 0 ? 0 : first_recv[static_cast<std::size_t>(s - 1)] + k + 1;
       plan_send({right, transport::make_tag(options_.sequence, step, static_cast<std::uint16_t>(k)),
-                 data_ + c.begin * elem, c.count * elem, after});
+                 data_ + c.begin * elem, c.count * elem, after, /*own_input=*/s == 0});
     }
     // Receive segment r-s-2 from the left and reduce it into place.
     const int recv_segment = ring_index(r - s - 2, n);

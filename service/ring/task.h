@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "service/ring/stage_gate.h"
 
 namespace ringsync::service::ring {
 
@@ -68,6 +69,9 @@ struct RingOptions {
   std::size_t chunk_bytes = 512 * 1024;
   // Chunks in flight each way (sends, and receives with their scratch slots).
   std::size_t window = 4;
+  // Where the buffer is filled and drained while the task runs (stage_gate.h);
+  // null: the buffer holds this node's data from the start.
+  StageGate* gate = nullptr;
 };
 
 }  // namespace ringsync::service::ring
