@@ -110,6 +110,10 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   if (window < 1 || window > 64)
     return Status::InvalidArgument("ring-window must be between 1 and 64" + from(cfg, "ring-window"));
   c.ring_window = static_cast<std::uint32_t>(window);
+  c.gpu_staging_chunk_bytes = cfg.get_bytes("gpu-staging-chunk");
+  if (c.gpu_staging_chunk_bytes != 0)
+    RINGSYNC_RETURN_IF_ERROR(
+        bytes_in_range(cfg, "gpu-staging-chunk", 64 * 1024, std::uint64_t{1} << 30, c.gpu_staging_chunk_bytes));
   c.rendezvous = cfg.get_string("rendezvous");
   if (!c.rendezvous.empty() && c.rendezvous.rfind("etcd://", 0) != 0)
     return Status::InvalidArgument("rendezvous must be etcd://HOST:PORT[,HOST:PORT], got '" + c.rendezvous + "'" +
@@ -219,6 +223,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
       {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},
       {"ring-window", Kind::kInt, "4", "chunks", "Ring chunks in flight each way."},
+      {"gpu-staging-chunk", Kind::kBytes, "4MiB", "bytes",
+       "An allreduce of GPU buffers (1 MiB or more) across nodes goes through host memory in copies of "
+       "up to this size that overlap the ring; 0 copies whole buffers before and after the ring instead."},
       {"ucx-transports", Kind::kString, "", "",
        "UCX transports between daemons (UCX_TLS). Empty: UCX picks the best it finds on each link "
        "(rc/dc/ud verbs on InfiniBand or RoCE, tcp otherwise, shared memory between daemons on one "

@@ -48,6 +48,7 @@ struct ClusterConfig {
   std::size_t response_cache_capacity = 0;         // --response-cache, default 1024
   std::uint64_t ring_chunk_bytes = 0;              // --ring-chunk-bytes, 512KiB
   std::uint32_t ring_window = 0;                   // --ring-window, default 4
+  std::uint64_t gpu_staging_chunk_bytes = 0;       // --gpu-staging-chunk, 4MiB; 0: whole buffers
   std::string ucx_transports;                      // --ucx-transports, "" = UCX's choice
   std::string ucx_net_devices;                     // --ucx-net-devices, "" = UCX's
   std::string timeline_path;                       // --timeline: Chrome trace JSON

@@ -262,7 +262,8 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
     return;
   }
   const NodeShape shape{ring->node_rank(), ring->num_nodes(), ring->slots()};
-  devices().stage_in(std::move(**ready), shape, [this, id = job.id()](PendingCollective& staged, const Status& s) {
+  devices().stage_in(std::move(**ready), shape, config_.cluster.gpu_staging_chunk_bytes,
+                     [this, id = job.id()](PendingCollective& staged, const Status& s) {
     if (!s.ok()) return fail(staged, s, "device");
     cluster::JobRing* staged_ring = ring_of(id);
     if (!staged_ring || stopping_) return fail(staged, Status::Closed("the ring of job '" + id + "' is gone"), "shutdown");

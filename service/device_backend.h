@@ -11,6 +11,7 @@
 #include "common/dtype.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "cuda/chunk_copier.h"
 
 namespace ringsync::service {
 
@@ -59,6 +60,9 @@ class DeviceBackend {
   // A queue on `device` for the caller's exclusive use until it is destroyed.
   virtual Result<std::unique_ptr<DeviceQueue>> queue(int device) = 0;
   virtual Result<std::unique_ptr<HostBuffer>> host_buffer(std::size_t bytes) = 0;
+  // A copy engine between `device` and host_buffer() memory, chunk by chunk, for a
+  // staged ring (cluster/ring_staging.h): its own stream, for the caller alone.
+  virtual Result<std::unique_ptr<cuda::ChunkCopier>> copier(int device) = 0;
 };
 
 // CUDA, shared by the whole process (streams are kept for reuse).

@@ -1,16 +1,20 @@
-// DeviceBackend over cuda/device_api.h. Streams are created once per device
-// and reused; a queue holds one for its lifetime, so concurrent collectives
+// DeviceBackend over cuda/device_api.h. Streams, pinned host buffers and copy
+// engines are created once and reused (each costs far more than the work it
+// serves); a queue holds a stream for its lifetime, so concurrent collectives
 // never wait on each other's work.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/log.h"
 #include "cuda/device_api.h"
+#include "cuda/device_chunk_copier.h"
 #include "service/device_backend.h"
 
 namespace ringsync::service {
@@ -100,36 +104,144 @@ class CudaQueue final : public DeviceQueue {
 };
 
 // Page-aligned host memory, pinned when CUDA lets us (copies work either way;
-// pinned ones are faster and asynchronous).
-class PinnedBuffer final : public HostBuffer {
+// pinned ones are faster and asynchronous). Pinning costs far more than a copy
+// (on an H200, allocating, pinning and unpinning 64 MiB for every collective cost
+// some 30 copies of it), so buffers are kept for reuse: up to kKeptBytes idle, the
+// oldest freed first.
+class PinnedPool {
  public:
-  static Result<std::unique_ptr<HostBuffer>> create(std::size_t bytes) {
+  static constexpr std::size_t kKeptBytes = std::size_t{1} << 30;
+
+  struct Memory {
+    std::byte* data = nullptr;
+    std::size_t capacity = 0;
+    bool pinned = false;
+  };
+
+  Result<Memory> take(std::size_t bytes) {
+    {
+      std::lock_guard lock(mu_);
+      // The smallest idle buffer that holds `bytes` and wastes at most half of itself.
+      auto best = idle_.end();
+      for (auto it = idle_.begin(); it != idle_.end(); ++it)
+        if (it->capacity >= bytes && it->capacity / 2 <= bytes && (best == idle_.end() || it->capacity < best->capacity))
+          best = it;
+      if (best != idle_.end()) {
+        Memory m = *best;
+        idle_bytes_ -= m.capacity;
+        idle_.erase(best);
+        return m;
+      }
+    }
     constexpr std::size_t kPage = 4096;
-    const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
-    auto* memory = static_cast<std::byte*>(std::aligned_alloc(kPage, rounded));
-    if (!memory)
+    Memory m;
+    m.capacity = (std::max<std::size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
+    m.data = static_cast<std::byte*>(std::aligned_alloc(kPage, m.capacity));
+    if (!m.data)
       return Status::OutOfMemory("cannot allocate " + std::to_string(bytes) +
                                  " bytes of host staging memory for a GPU collective");
-    auto buffer = std::unique_ptr<PinnedBuffer>(new PinnedBuffer(memory, bytes));
-    if (Status s = cuda::pin_host(memory, rounded); s.ok()) {
-      buffer->pinned_ = true;
+    if (Status pinned = cuda::pin_host(m.data, m.capacity); pinned.ok()) {
+      m.pinned = true;
     } else {
-      RS_LOG(debug, "device") << "host staging memory stays pageable: " << s.message();
+      RS_LOG(debug, "device") << "host staging memory stays pageable: " << pinned.message();
     }
-    return std::unique_ptr<HostBuffer>(std::move(buffer));
+    return m;
   }
-  ~PinnedBuffer() override {
-    if (pinned_) cuda::unpin_host(memory_);
-    std::free(memory_);
+
+  void give_back(Memory m) {
+    std::vector<Memory> dropped;
+    {
+      std::lock_guard lock(mu_);
+      idle_.push_back(m);
+      idle_bytes_ += m.capacity;
+      while (idle_bytes_ > kKeptBytes) {
+        dropped.push_back(idle_.front());
+        idle_bytes_ -= idle_.front().capacity;
+        idle_.erase(idle_.begin());
+      }
+    }
+    for (const Memory& d : dropped) release(d);
   }
-  std::byte* data() override { return memory_; }
+
+  ~PinnedPool() {
+    for (const Memory& m : idle_) release(m);
+  }
+
+ private:
+  static void release(const Memory& m) {
+    if (m.pinned) (void)cuda::unpin_host(m.data);
+    std::free(m.data);
+  }
+  std::mutex mu_;
+  std::vector<Memory> idle_;  // oldest first
+  std::size_t idle_bytes_ = 0;
+};
+
+class PinnedBuffer final : public HostBuffer {
+ public:
+  static Result<std::unique_ptr<HostBuffer>> create(std::shared_ptr<PinnedPool> pool, std::size_t bytes) {
+    auto memory = pool->take(bytes);
+    if (!memory.ok()) return memory.status();
+    return std::unique_ptr<HostBuffer>(new PinnedBuffer(std::move(pool), *memory, bytes));
+  }
+  ~PinnedBuffer() override { pool_->give_back(memory_); }
+  std::byte* data() override { return memory_.data; }
   std::size_t size() const override { return bytes_; }
 
  private:
-  PinnedBuffer(std::byte* memory, std::size_t bytes) : memory_(memory), bytes_(bytes) {}
-  std::byte* memory_;
+  PinnedBuffer(std::shared_ptr<PinnedPool> pool, PinnedPool::Memory memory, std::size_t bytes)
+      : pool_(std::move(pool)), memory_(memory), bytes_(bytes) {}
+  std::shared_ptr<PinnedPool> pool_;
+  PinnedPool::Memory memory_;
   std::size_t bytes_;
-  bool pinned_ = false;
+};
+
+// Copy engines (a stream pair each) kept for the next staged collective on their GPU.
+class CopierPool {
+ public:
+  Result<std::unique_ptr<cuda::DeviceChunkCopier>> take(int device) {
+    {
+      std::lock_guard lock(mu_);
+      auto& idle = idle_[device];
+      if (!idle.empty()) {
+        auto copier = std::move(idle.back());
+        idle.pop_back();
+        return copier;
+      }
+    }
+    return cuda::DeviceChunkCopier::create(device);
+  }
+  void give_back(int device, std::unique_ptr<cuda::DeviceChunkCopier> copier) {
+    copier->drain();
+    copier->set_wakeup(nullptr);
+    std::lock_guard lock(mu_);
+    idle_[device].push_back(std::move(copier));
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::vector<std::unique_ptr<cuda::DeviceChunkCopier>>> idle_;
+};
+
+// One staged collective's copy engine, back to the pool when it is done.
+class PooledCopier final : public cuda::ChunkCopier {
+ public:
+  PooledCopier(std::shared_ptr<CopierPool> pool, int device, std::unique_ptr<cuda::DeviceChunkCopier> copier)
+      : pool_(std::move(pool)), device_(device), copier_(std::move(copier)) {}
+  ~PooledCopier() override { pool_->give_back(device_, std::move(copier_)); }
+  Status pin(void* host, std::size_t bytes) override { return copier_->pin(host, bytes); }
+  void unpin(void* host) override { copier_->unpin(host); }
+  Status submit(std::uint64_t ticket, Direction direction, void* dst, const void* src, std::size_t bytes) override {
+    return copier_->submit(ticket, direction, dst, src, bytes);
+  }
+  void poll(std::vector<Done>& done) override { copier_->poll(done); }
+  void set_wakeup(std::function<void()> wakeup) override { copier_->set_wakeup(std::move(wakeup)); }
+  void drain() override { copier_->drain(); }
+
+ private:
+  std::shared_ptr<CopierPool> pool_;
+  int device_;
+  std::unique_ptr<cuda::DeviceChunkCopier> copier_;
 };
 
 class CudaBackend final : public DeviceBackend {
@@ -150,11 +262,18 @@ class CudaBackend final : public DeviceBackend {
         std::make_unique<CudaQueue>(streams_, std::move(stream).value()));
   }
   Result<std::unique_ptr<HostBuffer>> host_buffer(std::size_t bytes) override {
-    return PinnedBuffer::create(bytes);
+    return PinnedBuffer::create(pinned_, bytes);
+  }
+  Result<std::unique_ptr<cuda::ChunkCopier>> copier(int device) override {
+    auto copier = copiers_->take(device);
+    if (!copier.ok()) return copier.status();
+    return std::unique_ptr<cuda::ChunkCopier>(std::make_unique<PooledCopier>(copiers_, device, std::move(copier).value()));
   }
 
  private:
   std::shared_ptr<StreamPool> streams_ = std::make_shared<StreamPool>();
+  std::shared_ptr<PinnedPool> pinned_ = std::make_shared<PinnedPool>();
+  std::shared_ptr<CopierPool> copiers_ = std::make_shared<CopierPool>();
 };
 
 }  // namespace

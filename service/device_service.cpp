@@ -142,16 +142,17 @@ void DeviceService::run_local(PendingCollective collective, Done done) {
       [shared, done = std::move(done)](const Status& status) { done(*shared, status); });
 }
 
-void DeviceService::stage_in(PendingCollective collective, NodeShape shape, Done ready) {
+void DeviceService::stage_in(PendingCollective collective, NodeShape shape, std::size_t pipeline_chunk,
+                             Done ready) {
   auto shared = std::make_shared<PendingCollective>(std::move(collective));
   const std::uint64_t order = next_stage_++;
   staging_order_[order] = Staged{shared, Status::Ok(), std::move(ready)};
   auto staging = std::make_shared<std::unique_ptr<DeviceStaging>>();
   on_pool(
-      [backend = backend_, plan = plan_of(*shared), shape, device = queue_device(*shared),
+      [backend = backend_, plan = plan_of(*shared), shape, pipeline_chunk, device = queue_device(*shared),
        devices = rank_devices(*shared), staging]() -> Status {
         RINGSYNC_RETURN_IF_ERROR(check_reachable(devices, device, *backend));
-        auto created = DeviceStaging::create(plan, shape, *backend);
+        auto created = DeviceStaging::create(plan, shape, *backend, device, pipeline_chunk);
         if (!created.ok()) return created.status();
         auto queue = backend->queue(device);
         if (!queue.ok()) return queue.status();

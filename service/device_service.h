@@ -49,7 +49,8 @@ class DeviceService {
   // and keeps the staging in collective.staging. `ready` runs in the order
   // stage_in was called, so that a tensor name submitted twice reaches the
   // ring in order.
-  void stage_in(PendingCollective collective, NodeShape shape, Done ready);
+  // `pipeline_chunk`: see DeviceStaging::create.
+  void stage_in(PendingCollective collective, NodeShape shape, std::size_t pipeline_chunk, Done ready);
 
   // After the ring: copies the result out of collective.staging to the GPU
   // outputs (and drops the staging).

@@ -5,7 +5,8 @@
 namespace ringsync::service {
 
 Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(LocalPlan plan, NodeShape shape,
-                                                             DeviceBackend& backend) {
+                                                             DeviceBackend& backend, int device,
+                                                             std::size_t pipeline_chunk) {
   if (plan.ranks.size() != shape.local_size || shape.local_size == 0)
     return Status::Internal("staging a GPU collective of " + std::to_string(plan.ranks.size()) +
                             " local ranks on a node of " + std::to_string(shape.local_size));
@@ -15,12 +16,41 @@ Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(LocalPlan plan, Nod
   if (plan.kind == wire::CollectiveKind::kBarrier) bytes = 0;
   auto host = backend.host_buffer(bytes);
   if (!host.ok()) return host.status();
-  return std::unique_ptr<DeviceStaging>(
-      new DeviceStaging(std::move(plan), shape, std::move(host).value()));
+  std::unique_ptr<DeviceStaging> staging(
+      new DeviceStaging(std::move(plan), shape, std::move(host).value(), backend, device));
+  if (pipeline_chunk > 0 && staging->plan_.kind == wire::CollectiveKind::kAllreduce && shape.num_nodes > 1 &&
+      bytes >= kPipelinedBytes) {
+    auto copier = backend.copier(device);
+    if (!copier.ok()) return copier.status();
+    staging->copier_ = std::move(copier).value();
+    staging->pipelined_ = true;
+    staging->pipeline_chunk_ = pipeline_chunk;
+  }
+  return staging;
 }
 
-DeviceStaging::DeviceStaging(LocalPlan plan, NodeShape shape, std::unique_ptr<HostBuffer> host)
-    : plan_(std::move(plan)), shape_(shape), host_(std::move(host)) {}
+DeviceStaging::DeviceStaging(LocalPlan plan, NodeShape shape, std::unique_ptr<HostBuffer> host,
+                             DeviceBackend& backend, int device)
+    : plan_(std::move(plan)), shape_(shape), host_(std::move(host)), backend_(&backend), device_(device) {}
+
+const void* DeviceStaging::ring_input() const {
+  // One local rank: its input as it is; several: their reduction, in rank 0's output.
+  return plan_.ranks.size() == 1 ? plan_.ranks[0].send : plan_.ranks[0].recv;
+}
+
+cluster::StagedBuffers DeviceStaging::staged_buffers() const {
+  return {host_->data(), static_cast<const std::byte*>(ring_input()), static_cast<std::byte*>(plan_.ranks[0].recv)};
+}
+
+Status DeviceStaging::fill_host() {
+  if (host_filled_) return Status::Ok();
+  auto queue = backend_->queue(device_);
+  if (!queue.ok()) return queue.status();
+  RINGSYNC_RETURN_IF_ERROR((*queue)->copy_to_host(host_->data(), ring_input(), rank_bytes()));
+  RINGSYNC_RETURN_IF_ERROR((*queue)->synchronize());
+  host_filled_ = true;
+  return Status::Ok();
+}
 
 std::size_t DeviceStaging::element_bytes() const { return dtype_size(plan_.dtype); }
 
@@ -33,17 +63,19 @@ Status DeviceStaging::stage_in(DeviceQueue& queue) {
   switch (plan_.kind) {
     case wire::CollectiveKind::kAllreduce: {
       const auto& ranks = plan_.ranks;
-      if (ranks.size() == 1) {
-        RINGSYNC_RETURN_IF_ERROR(queue.copy_to_host(host, ranks[0].send, bytes));
-        break;
+      if (ranks.size() > 1) {
+        std::vector<const void*> srcs;
+        for (const auto& rank : ranks) srcs.push_back(rank.send);
+        // Avg sums here; the ring divides by every rank of the job.
+        const ReduceOp op = plan_.op == ReduceOp::kAvg ? ReduceOp::kSum : plan_.op;
+        RINGSYNC_RETURN_IF_ERROR(
+            queue.reduce(ranks[0].recv, srcs.data(), srcs.size(), plan_.count, plan_.dtype, op));
       }
-      std::vector<const void*> srcs;
-      for (const auto& rank : ranks) srcs.push_back(rank.send);
-      // Avg sums here; the ring divides by every rank of the job.
-      const ReduceOp op = plan_.op == ReduceOp::kAvg ? ReduceOp::kSum : plan_.op;
-      RINGSYNC_RETURN_IF_ERROR(
-          queue.reduce(ranks[0].recv, srcs.data(), srcs.size(), plan_.count, plan_.dtype, op));
-      RINGSYNC_RETURN_IF_ERROR(queue.copy_to_host(host, ranks[0].recv, bytes));
+      // Pipelined, the ring copies it in chunk by chunk as it goes.
+      if (!pipelined_) {
+        RINGSYNC_RETURN_IF_ERROR(queue.copy_to_host(host, ring_input(), bytes));
+        host_filled_ = true;
+      }
       break;
     }
     case wire::CollectiveKind::kBroadcast:
@@ -90,7 +122,8 @@ std::vector<Contribution> DeviceStaging::host_contributions() const {
 Status DeviceStaging::stage_out(DeviceQueue& queue) {
   const std::size_t bytes = plan_.kind == wire::CollectiveKind::kBarrier ? 0 : host_->size();
   if (bytes == 0) return Status::Ok();
-  RINGSYNC_RETURN_IF_ERROR(queue.copy_to_device(plan_.ranks[0].recv, host_->data(), bytes));
+  if (!result_on_device_)
+    RINGSYNC_RETURN_IF_ERROR(queue.copy_to_device(plan_.ranks[0].recv, host_->data(), bytes));
   RINGSYNC_RETURN_IF_ERROR(spread_from_first(plan_, bytes, queue));
   return queue.synchronize();
 }

@@ -5,6 +5,8 @@
 
 #include "common/log.h"
 #include "service/cluster/node_operation.h"
+#include "service/cluster/staged_allreduce.h"
+#include "service/device_staging.h"
 #include "service/ring/allgather.h"
 #include "service/ring/allreduce.h"
 #include "service/ring/broadcast.h"
@@ -137,6 +139,34 @@ void Executor::begin(std::shared_ptr<Running> running) {
   ++in_flight_;
   running->epoch = epoch_;
   active_[op.sequence] = running->started;
+  const auto& tensors = running->planned->tensors;
+  if (tensors.size() == 1 && tensors[0].staging && tensors[0].staging->pipelined()) {
+    run_staged(std::move(running));
+    return;
+  }
+  fill_staged(std::move(running));
+}
+
+void Executor::fill_staged(std::shared_ptr<Running> running) {
+  std::vector<std::shared_ptr<DeviceStaging>> unfilled;
+  for (const auto& t : running->planned->tensors)
+    if (t.staging && t.staging->pipelined()) unfilled.push_back(t.staging);
+  if (unfilled.empty()) return gather(std::move(running));
+  auto failures = std::make_shared<std::vector<Status>>(unfilled.size());
+  pool_.run(
+      unfilled.size(), [unfilled, failures](std::size_t i) { (*failures)[i] = unfilled[i]->fill_host(); },
+      [this, &io = io_, running, failures] {
+        asio::post(io, [this, running, failures] {
+          for (const Status& failed : *failures)
+            if (!failed.ok()) return complete(running, failed);
+          if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
+          gather(running);
+        });
+      });
+}
+
+void Executor::gather(std::shared_ptr<Running> running) {
+  const peer_wire::Operation& op = running->planned->op;
   OperationShape shape{op.kind, op.dtype, op.op, op.root, job_.node_rank, job_.num_nodes, job_.slots};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
   std::vector<std::vector<Contribution>> tensors;
@@ -212,6 +242,46 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
       return;
     }
     scatter(running);
+  });
+}
+
+void Executor::run_staged(std::shared_ptr<Running> running) {
+  if (!formed_ || !engine_ || running->epoch != epoch_)
+    return complete(running, last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran")
+                                             : last_loss_);
+  const peer_wire::Operation& op = running->planned->op;
+  ring::RingOptions options;
+  options.sequence = op.sequence;
+  options.chunk_bytes = settings_.ring_chunk_bytes;
+  options.window = settings_.ring_window;
+  const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
+  std::shared_ptr<DeviceStaging> staging = running->planned->tensors[0].staging;
+  const std::size_t count = op.counts.empty() ? 0 : static_cast<std::size_t>(op.counts[0]);
+  // One staging copy holds several ring chunks: the copy engine's cost per copy
+  // is paid rarely (--gpu-staging-chunk; docs/gpu.md).
+  const std::size_t copy_bytes = staging->pipeline_chunk();
+  std::function<void()> wake = engine_->waker();
+  const Clock::time_point ring_start = Clock::now();
+  RingEngine::MakeTask make = [staging, options, divisor, count, dtype = op.dtype, reduction = op.op, copy_bytes,
+                               wake](transport::Transport& t) -> std::unique_ptr<ring::Task> {
+    staging->copier().set_wakeup(wake);  // copies finish off the transport: they must wake the engine
+    return std::make_unique<StagedAllreduce>(t, staging->copier(), staging->staged_buffers(), count, dtype,
+                                             reduction, divisor, options, copy_bytes, staging);
+  };
+  engine_->run(std::move(make), [this, running, staging, ring_start](const Status& status) {
+    if (timeline_)
+      for (const auto& name : running->planned->op.names) timeline_->phase(name, "STAGED_ALLREDUCE", ring_start, Clock::now());
+    if (!status.ok()) {
+      if (formed_ && running->epoch == epoch_) {
+        held_.push_back(running);
+        hooks_.suspect(status);
+        return;
+      }
+      complete(running, last_loss_.ok() ? status : last_loss_);
+      return;
+    }
+    staging->result_on_device();
+    complete(running, Status::Ok());
   });
 }
 

@@ -1,7 +1,9 @@
 // Runs the planned operations of one job's ring on this node, in plan order:
 // gather the local ranks' data into the ring buffer (WorkPool), run the ring
 // (RingEngine), copy the result back to every local rank (WorkPool), answer
-// them. Up to kMaxInFlight operations overlap (tags keep their messages
+// them. A GPU allreduce staged chunk by chunk (DeviceStaging::pipelined()) runs
+// instead as one StagedAllreduce over its own host buffer: no gather, no
+// scatter; the copies to and from the GPU overlap the ring. Up to kMaxInFlight operations overlap (tags keep their messages
 // apart). Knows nothing of negotiation or of how the ring was formed: it is
 // handed an engine when a ring forms and told when it is lost.
 // Control thread only; the engine's and the pool's completions come back
@@ -73,7 +75,11 @@ class Executor {
 
   void start_operations();
   void begin(std::shared_ptr<Running> running);
+  // GPU tensors of a fused operation: their host buffers are filled first.
+  void fill_staged(std::shared_ptr<Running> running);
+  void gather(std::shared_ptr<Running> running);
   void run_ring(std::shared_ptr<Running> running);
+  void run_staged(std::shared_ptr<Running> running);
   void scatter(std::shared_ptr<Running> running);
   void complete(std::shared_ptr<Running> running, const Status& status);
 

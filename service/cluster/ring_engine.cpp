@@ -28,7 +28,7 @@ RingEngine::RingEngine(std::unique_ptr<transport::Transport> transport, Deliver 
       nodes_(transport_->size()),
       rank_(transport_->rank()),
       idle_poll_(idle_poll) {
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  wake_fd_->fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -41,7 +41,9 @@ RingEngine::~RingEngine() {
   wake();
   thread_.join();
   transport_.reset();
-  if (wake_fd_ >= 0) ::close(wake_fd_);
+  std::lock_guard lock(wake_fd_->mu);
+  if (wake_fd_->fd >= 0) ::close(wake_fd_->fd);
+  wake_fd_->fd = -1;
 }
 
 void RingEngine::run(MakeTask make, Done done) {
@@ -62,10 +64,17 @@ void RingEngine::abort(const Status& why) {
   wake();
 }
 
-void RingEngine::wake() {
-  if (wake_fd_ < 0) return;
+void RingEngine::WakeFd::wake() {
+  std::lock_guard lock(mu);
+  if (fd < 0) return;
   const std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+}
+
+void RingEngine::wake() { wake_fd_->wake(); }
+
+std::function<void()> RingEngine::waker() const {
+  return [wake_fd = wake_fd_] { wake_fd->wake(); };
 }
 
 void RingEngine::take_commands() {
@@ -147,7 +156,7 @@ void RingEngine::loop() {
     idle = 0;
     const int fd = cancelled_transport_ ? -1 : transport_->event_fd();
     if (fd >= 0 && !transport_->arm()) continue;  // work arrived while arming
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {fd, POLLIN, 0}};
+    pollfd fds[2] = {{wake_fd_->fd, POLLIN, 0}, {fd, POLLIN, 0}};
     const int timeout = fd >= 0 || items_.empty() ? -1 : kNoFdSleepMs;
     const int n = ::poll(fds, fd >= 0 ? 2 : 1, timeout);
     if (n < 0 && errno != EINTR) {
@@ -155,7 +164,7 @@ void RingEngine::loop() {
     }
     if (fds[0].revents & POLLIN) {
       std::uint64_t count = 0;
-      [[maybe_unused]] ssize_t r = ::read(wake_fd_, &count, sizeof(count));
+      [[maybe_unused]] ssize_t r = ::read(wake_fd_->fd, &count, sizeof(count));
     }
   }
 }

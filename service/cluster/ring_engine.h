@@ -50,6 +50,11 @@ class RingEngine {
   // transport's outstanding operations (a peer was lost). Thread safe.
   void abort(const Status& why);
 
+  // Wakes the engine's thread when called from any thread, e.g. by a copy engine
+  // whose copy a task waits for (its completions make no transport progress).
+  // Safe to call after the engine is gone: it then does nothing.
+  std::function<void()> waker() const;
+
   // Tasks handed to run() whose outcome has not been delivered yet.
   std::size_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
 
@@ -72,11 +77,18 @@ class RingEngine {
   void fail_all(const Status& why);
   void wake();
 
+  // The eventfd the thread sleeps on besides the transport's; shared with waker()s.
+  struct WakeFd {
+    std::mutex mu;
+    int fd = -1;
+    void wake();
+  };
+
   std::unique_ptr<transport::Transport> transport_;
   Deliver deliver_;
   int nodes_;
   int rank_;
-  int wake_fd_ = -1;
+  std::shared_ptr<WakeFd> wake_fd_ = std::make_shared<WakeFd>();
   const std::chrono::nanoseconds idle_poll_;
 
   std::mutex mu_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/reduce.h"
+#include "cuda/host_chunk_copier.h"
 #include "service/device_backend.h"
 
 namespace ringsync::test {
@@ -22,6 +23,7 @@ class HostDeviceBackend final : public service::DeviceBackend {
     int to_device = 0;
     int synchronizations = 0;
     int queues = 0;
+    int copiers = 0;
   };
 
   Status available() override { return unavailable_; }
@@ -43,6 +45,11 @@ class HostDeviceBackend final : public service::DeviceBackend {
   }
   Result<std::unique_ptr<service::HostBuffer>> host_buffer(std::size_t bytes) override {
     return std::unique_ptr<service::HostBuffer>(std::make_unique<Buffer>(bytes));
+  }
+  // memcpy on a thread of its own, as a GPU's copy engine would run beside the ring.
+  Result<std::unique_ptr<cuda::ChunkCopier>> copier(int) override {
+    ++log.copiers;
+    return std::unique_ptr<cuda::ChunkCopier>(std::make_unique<cuda::HostChunkCopier>());
   }
 
   void make_unavailable(Status why) { unavailable_ = std::move(why); }

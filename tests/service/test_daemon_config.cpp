@@ -71,7 +71,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "handshake-timeout", "busy-poll", "control-cpus", "client-channel", "hostfile", "hosts", "node-rank",
                                        "control-address", "job-id", "job-token", "join-timeout",
                                        "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
-                                       "response-cache", "ring-chunk-bytes", "ring-window", "ucx-transports",
+                                       "response-cache", "ring-chunk-bytes", "ring-window", "gpu-staging-chunk", "ucx-transports",
                                        "ucx-net-devices", "timeline", "rendezvous", "advertise-address",
                                        "rank-liveness-timeout", "max-jobs", "max-job-ranks",
                                        "max-job-buffer-bytes", "job-metrics-linger",

@@ -12,7 +12,10 @@
 
 #include "host_device_backend.h"
 #include "service/cluster/node_operation.h"
+#include "service/cluster/staged_allreduce.h"
 #include "service/device_staging.h"
+#include "service/transport/in_process.h"
+#include "test_ring_harness.h"
 
 using namespace ringsync;
 using namespace ringsync::service;
@@ -40,6 +43,7 @@ struct Cluster {
   ReduceOp op = ReduceOp::kSum;
   std::uint32_t root = 0;
   std::size_t nodes, local, count;
+  std::size_t pipeline_chunk = 1 << 20;  // --gpu-staging-chunk (0: whole buffers)
   std::vector<Node> node;
   HostDeviceBackend backend;
 
@@ -75,7 +79,7 @@ struct Cluster {
     for (std::size_t n = 0; n < nodes; ++n) {
       const NodeShape shape{static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(nodes),
                             static_cast<std::uint32_t>(local)};
-      auto staging = DeviceStaging::create(plan(n), shape, backend);
+      auto staging = DeviceStaging::create(plan(n), shape, backend, 0, pipeline_chunk);
       REQUIRE(staging.ok());
       node[n].staging = std::move(staging).value();
       auto queue = backend.queue(0);
@@ -193,6 +197,50 @@ TEST_CASE("staged allreduce: the node reduces on the device, one carrier goes ar
   }
 }
 
+TEST_CASE("staged allreduce, pipelined: the ring copies the node's reduction in and the result out as it goes") {
+  // Past kPipelinedBytes, odd; 1, 2 and 3 local ranks (1: the input itself goes
+  // around; more: their reduction in rank 0's output).
+  const std::size_t count = DeviceStaging::kPipelinedBytes / sizeof(std::int32_t) + 3;
+  {
+    // --gpu-staging-chunk 0: whole buffers, before the ring.
+    Cluster whole(wire::CollectiveKind::kAllreduce, 2, 2, count);
+    whole.pipeline_chunk = 0;
+    whole.stage_in();
+    for (auto& n : whole.node) CHECK(!n.staging->pipelined());
+    CHECK(whole.backend.log.to_host == 2);
+    CHECK(whole.backend.log.copiers == 0);
+  }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+    for (std::size_t nodes : {2u, 3u}) {
+      for (std::size_t local : {1u, 2u, 3u}) {
+        CAPTURE(static_cast<int>(op));
+        CAPTURE(nodes);
+        CAPTURE(local);
+        Cluster c(wire::CollectiveKind::kAllreduce, nodes, local, count, op);
+        c.stage_in();
+        for (auto& n : c.node) REQUIRE(n.staging->pipelined());
+        CHECK(c.backend.log.to_host == 0);  // nothing copied whole: the ring does it
+        service::transport::InProcessFabric fabric(static_cast<int>(nodes));
+        std::vector<ring::TaskState> states(nodes);
+        ring::RingOptions options;
+        options.chunk_bytes = 64 * 1024;
+        ring::testing::spawn(static_cast<int>(nodes), [&](int r) {
+          DeviceStaging& staging = *c.node[static_cast<std::size_t>(r)].staging;
+          cluster::StagedAllreduce task(fabric.endpoint(r), staging.copier(), staging.staged_buffers(), count,
+                                        DType::kI32, op, nodes * local, options, 192 * 1024);
+          states[static_cast<std::size_t>(r)] =
+              task.post().ok() ? ring::testing::drive_one(fabric.endpoint(r), task) : ring::TaskState::kError;
+        });
+        for (auto state : states) CHECK(state == ring::TaskState::kDone);
+        for (auto& n : c.node) n.staging->result_on_device();
+        c.stage_out();
+        CHECK(c.backend.log.to_device == 0);
+        c.check_outputs();
+      }
+    }
+  }
+}
+
 TEST_CASE("staged broadcast: the root's input rides on its own rank of its node") {
   for (std::size_t nodes : {1u, 2u, 3u}) {
     for (std::size_t local : {1u, 3u}) {
@@ -240,13 +288,13 @@ TEST_CASE("staged allgather: each rank's input sits at its global slot of the no
 TEST_CASE("staging failures are reported, not hidden") {
   Cluster c(wire::CollectiveKind::kAllreduce, 2, 2, 3);
   const NodeShape shape{0, 2, 2};
-  auto staging = DeviceStaging::create(c.plan(0), shape, c.backend);
+  auto staging = DeviceStaging::create(c.plan(0), shape, c.backend, 0);
   REQUIRE(staging.ok());
   auto queue = c.backend.queue(0);
   c.backend.fail_operation(2);  // the copy to the host, after the reduction
   Status failed = (*staging)->stage_in(**queue);
   CHECK(failed.message() == "injected device failure");
-  auto wrong = DeviceStaging::create(c.plan(0), NodeShape{0, 2, 3}, c.backend);
+  auto wrong = DeviceStaging::create(c.plan(0), NodeShape{0, 2, 3}, c.backend, 0);
   CHECK(wrong.status().code() == StatusCode::kInternal);
 }
 
