@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Prepares what cuda/gpu-check.sh needs on a GPU machine that has no package registry:
 # builds ringsync with CUDA (nvcc required), then collects into one folder
-#   bin/   ringsyncd, ringsync, ringsync-cuda-check, ringsync-cuda-bench,
+#   bin/   ringsyncd, ringsync, ringsync-bench, ringsync-cuda-check, ringsync-cuda-bench,
 #          ringsync-cuda-trainer, ringsync-cuda-ipc-probe, ringsync-test-rank, and
-#          gpu-check.sh itself (with gpu-check-jobs.sh)
+#          gpu-check.sh itself (with gpu-check-jobs.sh), and bench/gpu_staging.sh
 #   lib/   libringsync.so*, and every shared library those programs load that is not
 #          part of the base system (glibc, libstdc++, libgcc_s), as ldd resolves it here:
 #          UCX (libucp, libucs, libuct, libucm), libnuma, ...
@@ -25,21 +25,21 @@ jobs=${RINGSYNC_BUILD_JOBS:-$(nproc)}
 die() { echo "gpu-bundle: $*" >&2; exit 1; }
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j"$jobs" --target ringsyncd ringsync ringsync-test-rank \
+cmake --build "$build" -j"$jobs" --target ringsyncd ringsync ringsync-test-rank ringsync-bench \
   ringsync-cuda-check ringsync-cuda-bench ringsync-cuda-trainer ringsync-cuda-ipc-probe
 [[ -x $build/bin/ringsync-cuda-check ]] ||
   die "$build was configured without CUDA (no nvcc found): the check programs are missing"
 
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib/ucx"
-programs=(ringsyncd ringsync ringsync-test-rank ringsync-cuda-check ringsync-cuda-bench
+programs=(ringsyncd ringsync ringsync-test-rank ringsync-bench ringsync-cuda-check ringsync-cuda-bench
           ringsync-cuda-trainer ringsync-cuda-ipc-probe)
 for p in "${programs[@]}"; do
   cp "$build/bin/$p" "$bundle/bin/"
   strip --strip-unneeded "$bundle/bin/$p" 2>/dev/null || true
 done
 cp -P "$build"/lib/libringsync.so* "$bundle/lib/"
-cp "$root/cuda/gpu-check.sh" "$root/cuda/gpu-check-jobs.sh" "$bundle/bin/"
+cp "$root/cuda/gpu-check.sh" "$root/cuda/gpu-check-jobs.sh" "$root/bench/gpu_staging.sh" "$bundle/bin/"
 
 # Libraries every Linux with a C++ runtime has: left to the machine, whose own copies
 # match its kernel and loader.

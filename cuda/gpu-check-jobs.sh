@@ -95,11 +95,13 @@ one_node_job() {
   grep -E '^ringsync_gpu_' "$dir/metrics-loaded.txt" 2>/dev/null | sed 's/^/    /' | tee -a "$summary"
 }
 
-# two_node_job NAME TRAINER-ARGS...: `ringsync launch` with 2 daemons (nodes) x 2
-# ranks on this machine; the daemons stage device data through host memory.
+# two_node_job NAME DAEMON-ARGS TRAINER-ARGS...: `ringsync launch` with 2 daemons
+# (nodes) x 2 ranks on this machine; the daemons stage device data through host
+# memory. DAEMON-ARGS: one word of extra ringsyncd flags, e.g. --gpu-staging-chunk=0.
 two_node_job() {
-  local name=$1
-  shift
+  local name=$1 daemon_args=() a
+  for a in $2; do daemon_args+=(--daemon-arg "$a"); done
+  shift 2
   local dir=$out/two-nodes-$name
   mkdir -p "$dir"
   if ! fits 30; then
@@ -108,7 +110,7 @@ two_node_job() {
   fi
   local t
   t=$(limit 240)
-  timeout $((t + 15)) "$bin/ringsync" launch --nodes 2 --slots 2 --log-dir "$dir" --timeout "${t}s" \
+  timeout $((t + 15)) "$bin/ringsync" launch --nodes 2 --slots 2 --log-dir "$dir" --timeout "${t}s" "${daemon_args[@]}" \
     -- "$bin/ringsync-cuda-trainer" "$@" >"$dir/out.log" 2>"$dir/err.log" &
   local launcher=$!
   children+=("$launcher")

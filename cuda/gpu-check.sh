@@ -180,9 +180,11 @@ if ((no_device)); then
 elif ((!ipc_ok)); then
   result two-nodes SKIP "trainers hand device memory to ringsyncd through CUDA IPC: $ipc_why"
 else
-  two_node_job f32-sum --dtype f32 --op sum --count 16777216 --iterations 20 --busy-ms 0
-  two_node_job bf16-avg --dtype bf16 --op avg --count 1000003 --iterations 5 --busy-ms 0
-  two_node_job f16-max --dtype f16 --op max --count 4099 --iterations 5 --busy-ms 0
+  # 64 MiB staged chunk by chunk while the ring runs, then whole before and after it.
+  two_node_job f32-sum "" --dtype f32 --op sum --count 16777216 --iterations 20 --busy-ms 0
+  two_node_job f32-sum-whole --gpu-staging-chunk=0 --dtype f32 --op sum --count 16777216 --iterations 20 --busy-ms 0
+  two_node_job bf16-avg "" --dtype bf16 --op avg --count 1000003 --iterations 5 --busy-ms 0
+  two_node_job f16-max "" --dtype f16 --op max --count 4099 --iterations 5 --busy-ms 0
 fi
 
 step=end

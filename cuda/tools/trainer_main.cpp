@@ -2,6 +2,9 @@
 // Each iteration: a busy kernel (stands in for the backward pass and keeps the GPU
 // loaded), a fill of the gradient buffer on the device, an in-place allreduce of the
 // device pointer through libringsync, and a check of every element on the host.
+// Then, with --timed N, N allreduces back to back, timed as nccl-tests times them
+// (the checks above are not in the way: a rank's time per allreduce would include
+// the slowest rank's check of the previous one).
 // Runs under a daemon like any trainer (RINGSYNC_SOCKET, RINGSYNC_LOCAL_RANK,
 // RINGSYNC_LOCAL_SIZE, e.g. via `ringsync launch`). Exit 0 when every result was
 // right, 1 otherwise, 2 on bad usage, 77 without a CUDA device.
@@ -27,6 +30,7 @@ namespace {
 struct Options {
   std::size_t count = std::size_t{1} << 24;  // 64 MiB of f32
   int iterations = 20;
+  int timed = 0;  // back-to-back allreduces after the checked ones
   double busy_ms = 20;
   DType dtype = DType::kF32;
   ReduceOp op = ReduceOp::kSum;
@@ -42,6 +46,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.count = std::strtoull(value, nullptr, 10);
     } else if (arg == "--iterations") {
       o.iterations = std::atoi(value);
+    } else if (arg == "--timed") {
+      o.timed = std::atoi(value);
     } else if (arg == "--busy-ms") {
       o.busy_ms = std::atof(value);
     } else if (arg == "--dtype") {
@@ -56,7 +62,7 @@ bool parse(int argc, char** argv, Options& o) {
       return false;
     }
   }
-  return o.count > 0 && o.iterations > 0;
+  return o.count > 0 && o.iterations > 0 && o.timed >= 0;
 }
 
 double element(const std::vector<std::byte>& host, std::size_t i, DType dtype) {
@@ -103,7 +109,7 @@ int run(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
-                 "usage: ringsync-cuda-trainer [--count N] [--iterations K] [--busy-ms MS]\n"
+                 "usage: ringsync-cuda-trainer [--count N] [--iterations K] [--timed N] [--busy-ms MS]\n"
                  "                             [--dtype f32|f64|f16|bf16|i32|i64|u8]"
                  " [--op sum|avg|min|max]\n");
     return 2;
@@ -161,14 +167,31 @@ int run(int argc, char** argv) {
       }
     }
   }
+  // Back to back: the first lines the ranks up, the next `timed` are measured.
+  double timed_seconds = 0;
+  for (int it = 0; it <= o.timed && o.timed > 0 && failures == 0; ++it) {
+    const auto start = std::chrono::steady_clock::now();
+    const rs_status_t s = rs_allreduce(ctx, "timed", gradient, gradient, o.count, static_cast<rs_dtype_t>(o.dtype),
+                                       static_cast<rs_op_t>(o.op));
+    if (s != RS_SUCCESS) {
+      std::fprintf(stderr, "rank %d: timed rs_allreduce: %s: %s\n", rank, rs_status_string(s), rs_last_error());
+      ++failures;
+    }
+    if (it > 0) timed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   if (failures == 0) {
+    const auto busbw = [&](double seconds) { return bytes / seconds * 2.0 * (size - 1) / size / 1e9; };
     const double per = allreduce_seconds / std::max(1, o.iterations - 1);
-    const double busbw = bytes / per * 2.0 * (size - 1) / size / 1e9;
     std::printf("rank %d/%d on %s: %d allreduces of %zu %s (%s) on device memory verified; "
-                "the first %.2f ms, then %.3f ms each (mean), busbw %.2f GB/s\n",
+                "the first %.2f ms, then %.3f ms each (mean)",
                 rank, size, prop.name, o.iterations, o.count,
                 std::string(dtype_name(o.dtype)).c_str(), std::string(reduce_op_name(o.op)).c_str(),
-                first_seconds * 1e3, per * 1e3, busbw);
+                first_seconds * 1e3, per * 1e3);
+    if (o.timed > 0) {
+      const double timed = timed_seconds / o.timed;
+      std::printf("; %d back to back: %.3f ms each, busbw %.2f GB/s", o.timed, timed * 1e3, busbw(timed));
+    }
+    std::printf("\n");
   }
   cudaFree(gradient);
   cudaStreamDestroy(stream);
