@@ -72,7 +72,8 @@ struct Encoder {
     auto rendezvous = b.CreateString(m.rendezvous);
     auto token = b.CreateString(m.job_token);
     return {fb::Body::Hello, fb::CreateHello(b, m.protocol_version, job, m.local_rank, m.local_size, m.pid,
-                                             m.shm_channel, m.num_nodes, m.node_rank, nodes, rendezvous, token)
+                                             m.shm_channel, m.num_nodes, m.node_rank, nodes, rendezvous, token,
+                                             m.min_nodes, m.max_nodes)
                                  .Union()};
   }
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const HelloReply& m) {
@@ -136,6 +137,14 @@ struct Encoder {
   std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const Leave& m) {
     auto reason = b.CreateString(m.reason);
     return {fb::Body::Leave, fb::CreateLeave(b, reason).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const KeepState& m) {
+    auto name = b.CreateString(m.name);
+    return {fb::Body::KeepState, fb::CreateKeepState(b, m.request_id, name, m.buffer_id, m.bytes).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const FetchState& m) {
+    auto name = b.CreateString(m.name);
+    return {fb::Body::FetchState, fb::CreateFetchState(b, m.request_id, name).Union()};
   }
 };
 
@@ -244,7 +253,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
         return Status::ProtocolError("hello without a job id");
       return Message(Hello{m->protocol_version(), m->job_id()->str(), m->local_rank(), m->local_size(), m->pid(),
                            m->shm_channel(), m->num_nodes(), m->node_rank(), str(m->nodes()),
-                           str(m->rendezvous()), str(m->job_token())});
+                           str(m->rendezvous()), str(m->job_token()), m->min_nodes(), m->max_nodes()});
     }
     case fb::Body::HelloReply: {
       const auto* m = frame->body_as_HelloReply();
@@ -291,6 +300,16 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       return Message(Heartbeat{frame->body_as_Heartbeat()->waiting_for()});
     case fb::Body::Leave:
       return Message(Leave{str(frame->body_as_Leave()->reason())});
+    case fb::Body::KeepState: {
+      const auto* m = frame->body_as_KeepState();
+      if (!m->name() || m->name()->size() == 0) return Status::ProtocolError("keep-state without a name");
+      return Message(KeepState{m->request_id(), m->name()->str(), m->buffer_id(), m->bytes()});
+    }
+    case fb::Body::FetchState: {
+      const auto* m = frame->body_as_FetchState();
+      if (!m->name() || m->name()->size() == 0) return Status::ProtocolError("fetch-state without a name");
+      return Message(FetchState{m->request_id(), m->name()->str()});
+    }
     case fb::Body::NONE:
       break;
   }

@@ -16,10 +16,10 @@
 namespace ringsync::wire {
 
 // Version 2 added device buffers (RegisterDevice, Collective::memory); 3 the
-// job's description in the hello, Heartbeat and Leave. Both sides insist on
-// the same version in the hello, so a mixed pair fails there with a message
-// naming both versions.
-inline constexpr std::uint32_t kProtocolVersion = 3;
+// job's description in the hello, Heartbeat and Leave; 4 KeepState and
+// FetchState. Both sides insist on the same version in the hello, so a mixed
+// pair fails there with a message naming both versions.
+inline constexpr std::uint32_t kProtocolVersion = 4;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 // Hard upper bound for any control frame, whatever the configuration says.
 inline constexpr std::size_t kMaxFrameBytes = 1 << 20;
@@ -56,6 +56,8 @@ struct Hello {
   std::string nodes;            // "host:port,..." by node rank
   std::string rendezvous;       // etcd://HOST:PORT[,...]
   std::string job_token;
+  std::uint32_t min_nodes = 0;  // elastic jobs (0: not elastic)
+  std::uint32_t max_nodes = 0;
 };
 
 struct HelloReply {
@@ -139,8 +141,27 @@ struct Leave {
   std::string reason;
 };
 
-using Message = std::variant<Hello, HelloReply, AllocBuffer, AllocReply, FreeBuffer, Collective,
-                             Completion, RegisterDevice, RegisterDeviceReply, UnregisterDevice, Heartbeat, Leave>;
+// Keep the first `bytes` of shared buffer `buffer_id` as this rank's committed
+// state `name` on this node, replacing what was kept under that name; the
+// daemon holds the memory after the trainer is gone. Answered by a Completion.
+struct KeepState {
+  std::uint64_t request_id = 0;
+  std::string name;
+  std::uint32_t buffer_id = 0;
+  std::uint64_t bytes = 0;
+};
+
+// The state `name` kept for this rank's local slot on this node. Answered by an
+// AllocReply carrying that buffer (a new id, its memfd) and its length, or
+// buffer_id 0 and no memfd when nothing is kept under the name.
+struct FetchState {
+  std::uint64_t request_id = 0;
+  std::string name;
+};
+
+using Message = std::variant<Hello, HelloReply, AllocBuffer, AllocReply, FreeBuffer, Collective, Completion,
+                             RegisterDevice, RegisterDeviceReply, UnregisterDevice, Heartbeat, Leave, KeepState,
+                             FetchState>;
 
 // One frame: 4-byte little-endian body length, then the FlatBuffers body.
 std::vector<std::uint8_t> encode(const Message& message);

@@ -53,7 +53,8 @@ Daemon::Daemon(DaemonConfig config)
       shutdown_deadline_(io_),
       metrics_(registry_),
       pool_(pool_threads(config_.reduce_threads)),
-      busy_(config_.busy_poll) {}
+      busy_(config_.busy_poll),
+      kept_(config_.max_kept_state_bytes) {}
 
 Daemon::~Daemon() {
   if (owns_socket_file_) ::unlink(config_.socket_path.c_str());

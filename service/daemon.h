@@ -21,6 +21,7 @@
 #include "service/cluster/control_listener.h"
 #include "service/cluster/job_ring.h"
 #include "service/job_description.h"
+#include "service/kept_states.h"
 #include "service/daemon_config.h"
 #include "service/daemon_metrics.h"
 #include "service/job.h"
@@ -96,6 +97,8 @@ class Daemon {
   void on_alloc(const std::shared_ptr<ClientSession>& session, const wire::AllocBuffer& alloc);
   void on_free(const std::shared_ptr<ClientSession>& session, const wire::FreeBuffer& free);
   void on_collective(const std::shared_ptr<ClientSession>& session, wire::Collective request);
+  void on_keep_state(const std::shared_ptr<ClientSession>& session, const wire::KeepState& keep);
+  void on_fetch_state(const std::shared_ptr<ClientSession>& session, const wire::FetchState& fetch);
   // `ring`: the job's ring on this node (null for a job of this node alone).
   Result<Submission> prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
                              const cluster::JobRing* ring, wire::Collective request);
@@ -146,6 +149,7 @@ class Daemon {
   std::map<std::string, std::vector<AwaitingRank>> awaiting_rank_;
   // Jobs that ended here, and when their metrics go (--job-metrics-linger).
   std::map<std::string, Clock::time_point> forget_metrics_at_;
+  KeptStates kept_;
   void job_gone(const std::string& job_id);
   std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it
   std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;

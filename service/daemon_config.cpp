@@ -121,6 +121,7 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   c.advertise_address = cfg.get_string("advertise-address");
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "rendezvous-timeout", c.rendezvous_timeout));
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "rendezvous-lease", c.rendezvous_lease));
+  RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "elastic-timeout", c.elastic_timeout));
   if (c.rendezvous_lease < std::chrono::seconds(1))
     return Status::InvalidArgument("rendezvous-lease must be at least 1s" + from(cfg, "rendezvous-lease"));
   c.ucx_transports = cfg.get_string("ucx-transports");
@@ -192,6 +193,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"rendezvous-lease", Kind::kDuration, "10s", "seconds",
        "How long a node's registration in the rendezvous store outlives its daemon (a crashed daemon's "
        "place frees after this)."},
+      {"elastic-timeout", Kind::kDuration, "60s", "seconds",
+       "An elastic job (RINGSYNC_MIN_NODES) with fewer nodes than its minimum waits this long for more, then "
+       "fails with a clear error; nodes of its last run that neither come back nor go are waited for as long."},
       {"advertise-address", Kind::kString, "", "",
        "HOST:PORT the other nodes reach this daemon's control port at, as registered in the rendezvous; "
        "default --control-address (which must then name a host, not 0.0.0.0)."},
@@ -202,6 +206,11 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"max-job-ranks", Kind::kInt, "4096", "ranks", "Ranks of one job on this node (its local size)."},
       {"max-job-buffer-bytes", Kind::kBytes, "256GiB", "bytes",
        "Shared memory all ranks of one job on this node may allocate together."},
+      {"max-kept-state-bytes", Kind::kBytes, "16GiB", "bytes",
+       "Committed states trainers keep in this daemon (ringsync.elastic), all jobs together; 0 keeps none."},
+      {"kept-state-linger", Kind::kDuration, "10m", "seconds",
+       "How long a job's kept states stay after its last rank left this node (a restarted trainer resumes "
+       "from them)."},
       {"job-metrics-linger", Kind::kDuration, "5m", "seconds",
        "How long the job_id-labelled series of a job that ended here stay in /metrics."},
       {"join-timeout", Kind::kDuration, "60s", "seconds",
@@ -330,6 +339,10 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   d.job_metrics_linger = cfg.get_duration("job-metrics-linger");
   if (d.job_metrics_linger.count() < 0)
     return Status::InvalidArgument("job-metrics-linger must be 0 or longer" + from(cfg, "job-metrics-linger"));
+  d.max_kept_state_bytes = cfg.get_bytes("max-kept-state-bytes");
+  d.kept_state_linger = cfg.get_duration("kept-state-linger");
+  if (d.kept_state_linger.count() < 0)
+    return Status::InvalidArgument("kept-state-linger must be 0 or longer" + from(cfg, "kept-state-linger"));
 
   RINGSYNC_RETURN_IF_ERROR(cluster_config_from(cfg, d.cluster));
   return d;

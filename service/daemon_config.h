@@ -39,6 +39,7 @@ struct ClusterConfig {
   std::string advertise_address;   // --advertise-address: this daemon's control address for the rendezvous
   std::chrono::nanoseconds rendezvous_timeout{0};  // --rendezvous-timeout, default 5s: one store request
   std::chrono::nanoseconds rendezvous_lease{0};    // --rendezvous-lease, default 10s
+  std::chrono::nanoseconds elastic_timeout{0};     // --elastic-timeout, default 60s
   std::chrono::nanoseconds join_timeout{0};        // --join-timeout, default 60s
   std::chrono::nanoseconds heartbeat_interval{0};  // --heartbeat-interval, 500ms
   std::chrono::nanoseconds peer_timeout{0};        // --peer-timeout, default 5s
@@ -126,6 +127,11 @@ struct DaemonConfig {
   // --job-metrics-linger, default 5m: how long an ended job's series stay in
   // /metrics (so the last scrapes see its final counts).
   std::chrono::nanoseconds job_metrics_linger{0};
+  // Committed states trainers keep in this daemon (service/kept_states.h):
+  // --max-kept-state-bytes for the node, gone --kept-state-linger after their
+  // job's last rank left.
+  std::uint64_t max_kept_state_bytes = 0;
+  std::chrono::nanoseconds kept_state_linger{0};
 
   ClusterConfig cluster;
 };

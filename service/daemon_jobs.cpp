@@ -98,6 +98,7 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
 
   auto [it, created] = jobs_.try_emplace(hello.job_id, hello.job_id, hello.local_size);
   forget_metrics_at_.erase(hello.job_id);
+  kept_.job_back(hello.job_id);
   Status joined = it->second.join(hello.local_rank, hello.local_size, hello.pid);
   if (!joined.ok()) {
     if (created) jobs_.erase(it);
@@ -301,9 +302,14 @@ void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
 void Daemon::job_gone(const std::string& job_id) {
   if (jobs_.count(job_id) || rings_.count(job_id)) return;
   forget_metrics_at_[job_id] = Clock::now() + config_.job_metrics_linger;
+  kept_.job_gone(job_id, Clock::now() + config_.kept_state_linger);
 }
 
 void Daemon::forget_ended_jobs(Clock::time_point now) {
+  if (const std::size_t dropped = kept_.forget_expired(now); dropped > 0) {
+    RS_LOG(info, "session") << dropped << " kept state(s) of ended jobs dropped (--kept-state-linger)";
+    metrics_.kept_state_bytes.with().set(static_cast<double>(kept_.bytes()));
+  }
   for (auto it = forget_metrics_at_.begin(); it != forget_metrics_at_.end();) {
     if (now < it->second || jobs_.count(it->first) || rings_.count(it->first)) {
       ++it;

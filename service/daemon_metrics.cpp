@@ -55,6 +55,8 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                               "than --stall-warning.")),
       clients(r.gauge("ringsync_clients", "Connected trainer processes.")),
       jobs(r.gauge("ringsync_jobs", "Jobs with at least one connected rank.")),
+      kept_state_bytes(r.gauge("ringsync_kept_state_bytes",
+                               "Memory of the committed states trainers keep in this daemon (ringsync.elastic).")),
       registered_bytes(r.gauge("ringsync_registered_buffer_bytes",
                                "Bytes of buffers shared with trainers.", {"memory"})),
       staged_bytes(r.counter("ringsync_staged_bytes_total",

@@ -51,6 +51,7 @@ struct DaemonMetrics {
   metrics::GaugeFamily& stalled_tensors;
   metrics::GaugeFamily& clients;
   metrics::GaugeFamily& jobs;
+  metrics::GaugeFamily& kept_state_bytes;
   metrics::GaugeFamily& registered_bytes;     // memory
   metrics::CounterFamily& staged_bytes;
   metrics::CounterFamily& errors;             // kind

@@ -1,4 +1,5 @@
 // What the daemon does with each message a trainer sends.
+#include <cstring>
 #include <variant>
 
 #include "common/log.h"
@@ -70,6 +71,12 @@ Status Daemon::on_message(const std::shared_ptr<ClientSession>& session, wire::M
         } else if constexpr (std::is_same_v<T, wire::UnregisterDevice>) {
           devices().unregister_allocation(*session, m.allocation_id);
           return Status::Ok();
+        } else if constexpr (std::is_same_v<T, wire::KeepState>) {
+          on_keep_state(session, m);
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<T, wire::FetchState>) {
+          on_fetch_state(session, m);
+          return Status::Ok();
         } else {
           return Status::ProtocolError("a client may not send a reply message");
         }
@@ -124,6 +131,52 @@ void Daemon::on_free(const std::shared_ptr<ClientSession>& session, const wire::
   if (auto job = jobs_.find(session->membership->job_id); job != jobs_.end())
     job->second.add_buffer_bytes(-static_cast<std::int64_t>(freed));
   metrics_.registered_bytes.with({"host"}).dec(static_cast<double>(freed));
+}
+
+void Daemon::on_keep_state(const std::shared_ptr<ClientSession>& session, const wire::KeepState& keep) {
+  const auto& who = *session->membership;
+  auto reply = [&](const Status& status) {
+    if (!status.ok()) metrics_.error("keep_state");
+    session->send(wire::Completion{keep.request_id, status});
+  };
+  if (keep.name.size() > kMaxTensorName)
+    return reply(Status::InvalidArgument("a kept state's name must be 1 to " + std::to_string(kMaxTensorName) +
+                                         " bytes, got " + std::to_string(keep.name.size())));
+  if (keep.bytes == 0) return reply(Status::InvalidArgument("state '" + keep.name + "': keep at least one byte"));
+  auto buffer = session->buffers.resolve(wire::BufferRef{keep.buffer_id, 0}, keep.bytes, "kept state '" + keep.name + "'");
+  if (!buffer.ok()) return reply(buffer.status());
+  Status kept = kept_.keep({who.job_id, who.local_rank, keep.name}, buffer->keepalive, keep.bytes);
+  metrics_.kept_state_bytes.with().set(static_cast<double>(kept_.bytes()));
+  if (kept.ok())
+    RS_LOG(debug, "session") << "kept state '" << keep.name << "' of local rank " << who.local_rank << " of job '"
+                             << who.job_id << "' (" << keep.bytes << " bytes)";
+  reply(kept);
+}
+
+void Daemon::on_fetch_state(const std::shared_ptr<ClientSession>& session, const wire::FetchState& fetch) {
+  const auto& who = *session->membership;
+  auto kept = kept_.fetch({who.job_id, who.local_rank, fetch.name});
+  if (!kept) {
+    session->send(wire::AllocReply{fetch.request_id, Status::Ok(), 0, 0});
+    return;
+  }
+  // A new buffer with a copy: the kept one's descriptor was closed once its
+  // trainer had mapped it, and the state may be kept again while this one is read.
+  auto region = session->buffers.allocate(kept->bytes, config_.max_client_buffer_bytes,
+                                          "ringsync:" + who.job_id + ":" + std::to_string(who.local_rank) + ":state");
+  if (!region.ok()) {
+    metrics_.error("alloc");
+    session->send(wire::AllocReply{fetch.request_id, region.status(), 0, 0});
+    return;
+  }
+  auto [id, shared] = std::move(region).value();
+  std::memcpy(shared->data(), kept->region->data(), kept->bytes);
+  if (auto job = jobs_.find(who.job_id); job != jobs_.end())
+    job->second.add_buffer_bytes(static_cast<std::int64_t>(kept->bytes));
+  metrics_.registered_bytes.with({"host"}).inc(static_cast<double>(kept->bytes));
+  RS_LOG(info, "session") << "local rank " << who.local_rank << " of job '" << who.job_id << "' fetched its kept state '"
+                          << fetch.name << "' (" << kept->bytes << " bytes)";
+  session->send(wire::AllocReply{fetch.request_id, Status::Ok(), id, kept->bytes}, shared);
 }
 
 Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session, const Job& job,

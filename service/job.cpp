@@ -16,10 +16,13 @@ Status Job::join(std::uint32_t rank, std::uint32_t local_size, std::int32_t pid)
     return Status::InvalidArgument("local rank " + std::to_string(rank) + " is out of range for " +
                                    "job '" + id_ + "' of local size " +
                                    std::to_string(slots_.size()));
+  // Not the caller's mistake: a rank that reconnects after its job broke (an
+  // elastic trainer, or one restarted) meets the run its other ranks are still
+  // leaving. PeerLost, like the failure that broke it: try again shortly.
   if (broken_)
-    return Status::InvalidArgument("job '" + id_ + "' is shutting down (" + *broken_ +
-                                   "); wait until all its ranks have disconnected, or use another "
-                                   "job id");
+    return Status::PeerLost("job '" + id_ + "' is shutting down (" + *broken_ +
+                            "); its other ranks here have yet to disconnect: connect again once they "
+                            "have (ringsync.elastic does), or use another job id");
   Slot& slot = slots_[rank];
   if (slot.connected)
     return Status::InvalidArgument("local rank " + std::to_string(rank) + " of job '" + id_ +

@@ -216,6 +216,30 @@ rs_status_t rs_free(rs_context_t* ctx, void* ptr) noexcept {
   });
 }
 
+rs_status_t rs_keep_state(rs_context_t* ctx, const char* name, const void* ptr, size_t bytes) noexcept {
+  return guarded("rs_keep_state", [&] {
+    if (!ctx) return invalid("rs_keep_state", "ctx is NULL; pass the context from rs_connect()");
+    if (!name) return invalid("rs_keep_state", "name is NULL; name the state");
+    if (!ptr) return invalid("rs_keep_state", "ptr is NULL; pass a buffer from rs_alloc()");
+    return report(ctx->impl->keep_state(name, ptr, bytes));
+  });
+}
+
+rs_status_t rs_fetch_state(rs_context_t* ctx, const char* name, void** ptr, size_t* bytes) noexcept {
+  return guarded("rs_fetch_state", [&] {
+    if (!ctx) return invalid("rs_fetch_state", "ctx is NULL; pass the context from rs_connect()");
+    if (!name) return invalid("rs_fetch_state", "name is NULL; name the state");
+    if (!ptr || !bytes) return invalid("rs_fetch_state", "ptr and bytes must not be NULL; they receive the state");
+    *ptr = nullptr;
+    *bytes = 0;
+    auto fetched = ctx->impl->fetch_state(name);
+    if (!fetched.ok()) return report(fetched.status());
+    *ptr = fetched->first;
+    *bytes = fetched->second;
+    return RS_SUCCESS;
+  });
+}
+
 rs_status_t rs_allreduce_async(rs_context_t* ctx, const char* name, const void* sendbuf,
                                void* recvbuf, size_t count, rs_dtype_t dtype, rs_op_t op,
                                rs_request_t** request) noexcept {

@@ -42,12 +42,17 @@ Result<std::unique_ptr<Context>> Context::connect(const Settings& settings,
   hello.nodes = settings.nodes;
   hello.rendezvous = settings.rendezvous;
   hello.job_token = settings.job_token;
+  hello.min_nodes = static_cast<std::uint32_t>(settings.min_nodes);
+  hello.max_nodes = static_cast<std::uint32_t>(settings.max_nodes);
   if (Status s = conn.send(hello); !s.ok()) return handshake_failure(s, settings.socket_path);
 
   // A job found through a rendezvous store is answered once this node is
-  // registered there: the daemon bounds that by its --join-timeout.
+  // registered there: the daemon bounds that by its --join-timeout. A node of
+  // an elastic job may be a spare, answered once a run needs it.
   const bool rendezvous = settings.num_nodes > 1 && settings.nodes.empty();
-  const auto answer_within = settings.connect_timeout + (rendezvous ? std::chrono::minutes(5) : std::chrono::minutes(0));
+  const auto answer_within = settings.connect_timeout + (settings.max_nodes > 0 ? std::chrono::minutes(60)
+                                                         : rendezvous           ? std::chrono::minutes(5)
+                                                                                : std::chrono::minutes(0));
   auto answer = conn.receive(static_cast<int>(answer_within.count()));
   if (!answer.ok()) return handshake_failure(answer.status(), settings.socket_path);
   const auto* reply = std::get_if<wire::HelloReply>(&*answer);
@@ -274,6 +279,8 @@ Status Context::on_alloc_reply(const wire::AllocReply& reply) {
   std::optional<Result<IssuedBuffer>> result;
   if (!reply.status.ok()) {
     result = reply.status;
+  } else if (wait->fetch && reply.buffer_id == 0) {
+    result = IssuedBuffer{};  // nothing kept under that name
   } else {
     const int fd = connection_->take_fd();
     if (fd < 0)
@@ -309,6 +316,15 @@ Status Context::on_completion(const wire::Completion& completion) {
   {
     std::lock_guard lock(mu_);
     auto it = pending_.find(completion.request_id);
+    if (it != pending_.end() && std::holds_alternative<std::shared_ptr<PendingRegistration>>(it->second)) {
+      // A request answered by its status alone (KeepState).
+      auto wait = std::get<std::shared_ptr<PendingRegistration>>(it->second);
+      pending_.erase(it);
+      wait->result = completion.status;
+      wait->done = true;
+      alloc_cv_.notify_all();
+      return Status::Ok();
+    }
     if (it == pending_.end() || !std::holds_alternative<PendingCollective>(it->second))
       return Status::ProtocolError("ringsyncd completed a collective " +
                                    std::to_string(completion.request_id) +

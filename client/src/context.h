@@ -65,6 +65,13 @@ class Context {
   // Releases a buffer from alloc() that no pending request uses.
   Status free(void* ptr);
 
+  // Committed state kept by the daemon (context_state.cpp): the first `bytes` of
+  // the buffer from alloc() at `ptr` become this rank's state `name` on this node.
+  Status keep_state(std::string_view name, const void* ptr, std::size_t bytes);
+  // The state `name` kept for this local rank, in a new buffer (as from alloc());
+  // {nullptr, 0} when none is kept.
+  Result<std::pair<void*, std::size_t>> fetch_state(std::string_view name);
+
   // Validates, places (zero copy or staged), copies in and sends one collective.
   // The returned state completes when the daemon answers or the connection ends.
   Result<std::shared_ptr<RequestState>> submit(const CollectiveCall& call);
@@ -89,6 +96,7 @@ class Context {
   };
   struct PendingAlloc {
     std::size_t bytes = 0;
+    bool fetch = false;  // a FetchState: buffer 0 (nothing kept) is an answer too
     bool done = false;
     std::optional<Result<IssuedBuffer>> result;
   };

@@ -23,6 +23,8 @@ constexpr const char* kNodeRankEnv = "RINGSYNC_NODE_RANK";
 constexpr const char* kNumNodesEnv = "RINGSYNC_NUM_NODES";
 constexpr const char* kNodesEnv = "RINGSYNC_NODES";
 constexpr const char* kRendezvousEnv = "RINGSYNC_RENDEZVOUS";
+constexpr const char* kMinNodesEnv = "RINGSYNC_MIN_NODES";
+constexpr const char* kMaxNodesEnv = "RINGSYNC_MAX_NODES";
 constexpr const char* kTokenEnv = "RINGSYNC_JOB_TOKEN";
 constexpr const char* kRuntimeDirEnv = "XDG_RUNTIME_DIR";
 
@@ -75,7 +77,8 @@ Result<std::optional<int>> resolve_size(const rs_config_t* config, const Environ
 Environment process_environment() {
   Environment env;
   for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kBusyPollEnv, kChannelEnv, kRuntimeDirEnv,
-                           kNodeRankEnv, kNumNodesEnv, kNodesEnv, kRendezvousEnv, kTokenEnv}) {
+                           kNodeRankEnv, kNumNodesEnv, kNodesEnv, kRendezvousEnv, kTokenEnv, kMinNodesEnv,
+                           kMaxNodesEnv}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   for (const char* name : launcher_variables())
@@ -85,6 +88,7 @@ Environment process_environment() {
 
 namespace {
 // The settings that do not depend on where the ranks came from.
+Result<Settings> finish_elastic(const Environment& env, Settings s);
 Result<Settings> finish_settings(const rs_config_t* config, const Environment& env, Settings s);
 }  // namespace
 
@@ -200,6 +204,41 @@ Result<Settings> finish_settings(const rs_config_t* config, const Environment& e
                                      "' is neither shm (a shared-memory channel, the default) nor socket");
     s.shm_channel = *text == "shm";
   }
+  return finish_elastic(env, std::move(s));
+}
+
+// RINGSYNC_MIN_NODES / RINGSYNC_MAX_NODES: an elastic job, whose nodes the
+// rendezvous places anew for every run (docs/elastic.md).
+Result<Settings> finish_elastic(const Environment& env, Settings s) {
+  const auto min_text = lookup(env, kMinNodesEnv), max_text = lookup(env, kMaxNodesEnv);
+  if (!min_text && !max_text) return s;
+  int min = 1, max = 0;
+  if (min_text) {
+    auto parsed = parse_count(kMinNodesEnv, *min_text, 1);
+    if (!parsed.ok()) return parsed.status();
+    min = *parsed;
+  }
+  if (max_text) {
+    auto parsed = parse_count(kMaxNodesEnv, *max_text, 1);
+    if (!parsed.ok()) return parsed.status();
+    max = *parsed;
+  } else {
+    max = std::max(min, s.num_nodes);
+  }
+  if (max < min)
+    return Status::InvalidArgument(std::string(kMaxNodesEnv) + "=" + std::to_string(max) + " is below " +
+                                   kMinNodesEnv + "=" + std::to_string(min));
+  if (s.num_nodes == 0) s.num_nodes = max;
+  if (s.num_nodes < min || s.num_nodes > max)
+    return Status::InvalidArgument(std::string(kNumNodesEnv) + "=" + std::to_string(s.num_nodes) +
+                                   " (the nodes the first run waits for) is outside " + kMinNodesEnv + ".." +
+                                   kMaxNodesEnv + " = " + std::to_string(min) + ".." + std::to_string(max));
+  if (!s.nodes.empty() || s.node_rank >= 0)
+    return Status::InvalidArgument(std::string("an elastic job (") + kMinNodesEnv + "/" + kMaxNodesEnv +
+                                   ") takes its nodes and node ranks from its rendezvous; unset RINGSYNC_NODES "
+                                   "and RINGSYNC_NODE_RANK, and set RINGSYNC_RENDEZVOUS=etcd://HOST:PORT");
+  s.min_nodes = min;
+  s.max_nodes = max;
   return s;
 }
 

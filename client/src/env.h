@@ -44,6 +44,10 @@ struct Settings {
   std::string nodes_from = "RINGSYNC_NODES";  // or the launcher's variable (SLURM_STEP_NODELIST)
   std::string rendezvous;
   std::string job_token;
+  // An elastic job (docs/elastic.md): RINGSYNC_MIN_NODES..RINGSYNC_MAX_NODES;
+  // 0 and 0: a job of a fixed size.
+  int min_nodes = 0;
+  int max_nodes = 0;
   // Where the ranks came from: "ringsync" (RINGSYNC_* or the config), a
   // launcher's name (client/src/launcher_env.h), or "default" (rank 0 of 1).
   std::string place_from = "default";
@@ -51,7 +55,8 @@ struct Settings {
 
 // RINGSYNC_SOCKET, RINGSYNC_JOB_ID, RINGSYNC_LOCAL_RANK, RINGSYNC_LOCAL_SIZE,
 // RINGSYNC_NODE_RANK, RINGSYNC_NUM_NODES, RINGSYNC_NODES, RINGSYNC_RENDEZVOUS,
-// RINGSYNC_JOB_TOKEN, RINGSYNC_BUSY_POLL_US, RINGSYNC_CHANNEL, XDG_RUNTIME_DIR
+// RINGSYNC_JOB_TOKEN, RINGSYNC_MIN_NODES, RINGSYNC_MAX_NODES, RINGSYNC_BUSY_POLL_US,
+// RINGSYNC_CHANNEL, XDG_RUNTIME_DIR
 // and the launchers' variables (launcher_env.h) from the process environment
 // (the ones that are set).
 Environment process_environment();

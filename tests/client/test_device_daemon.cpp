@@ -19,6 +19,7 @@
 #include "client/src/env.h"
 #include "common/subprocess.h"
 #include "fake_device_memory.h"
+#include "real_daemon.h"
 #include "ringsync/ringsync.h"
 
 using ringsync::Child;
@@ -28,67 +29,10 @@ using ringsync::client::CollectiveCall;
 using ringsync::client::Context;
 using ringsync::testing::f32_allreduce;
 using ringsync::testing::FakeDeviceMemory;
+using ringsync::testing::RealDaemon;
 namespace wire = ringsync::wire;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A ringsyncd on a private socket, for one test.
-class RealDaemon {
- public:
-  RealDaemon() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp ? tmp : "/tmp") + "/ringsync-device-XXXXXX";
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    dir_ = pattern;
-    socket_ = dir_ + "/d.sock";
-    log_ = dir_ + "/d.log";
-    const std::string ready = dir_ + "/ready";
-    auto child = Child::start({std::string(RINGSYNC_BIN_DIR) + "/ringsyncd", "--socket", socket_,
-                               "--metrics-address", "off", "--ready-file", ready, "--log-level",
-                               "debug"},
-                              {}, log_);
-    REQUIRE(child.ok());
-    child_ = std::move(child).value();
-    for (int i = 0; i < 3000 && slurp(ready).find("socket=") == std::string::npos; ++i) {
-      REQUIRE(child_.running());
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    REQUIRE(slurp(ready).find("socket=") != std::string::npos);
-  }
-  ~RealDaemon() {
-    child_.signal(SIGTERM);
-    child_.wait(std::chrono::seconds(20));
-    std::remove(log_.c_str());
-    std::remove((dir_ + "/ready").c_str());
-    std::remove(socket_.c_str());
-    ::rmdir(dir_.c_str());
-  }
-  bool running() { return child_.running(); }
-  std::string log() const { return slurp(log_); }
-
-  rs_config_t config() const {
-    rs_config_t c;
-    rs_config_init(&c);
-    c.socket_path = socket_.c_str();
-    c.job_id = "device-test";
-    c.local_rank = 0;
-    c.local_size = 1;
-    c.connect_timeout_ms = 10000;
-    return c;
-  }
-
- private:
-  std::string dir_, socket_, log_;
-  Child child_;
-};
-
 
 Status run(Context& ctx, const CollectiveCall& call) {
   auto submitted = ctx.submit(call);

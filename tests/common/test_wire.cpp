@@ -90,6 +90,22 @@ TEST_CASE("every message survives encode and decode") {
   auto done = std::get<Completion>(round_trip(Completion{3, Status::PeerLost("rank 2 gone")}));
   CHECK(done.status.code() == StatusCode::kPeerLost);
   CHECK(done.status.message() == "rank 2 gone");
+
+  auto keep = std::get<KeepState>(round_trip(KeepState{8, "model+optimizer", 17, (1ull << 34) + 3}));
+  CHECK(keep.request_id == 8);
+  CHECK(keep.name == "model+optimizer");
+  CHECK(keep.buffer_id == 17);
+  CHECK(keep.bytes == (1ull << 34) + 3);
+  auto fetch = std::get<FetchState>(round_trip(FetchState{9, "model+optimizer"}));
+  CHECK(fetch.request_id == 9);
+  CHECK(fetch.name == "model+optimizer");
+}
+
+TEST_CASE("a kept state without a name is refused") {
+  const auto keep = encode(KeepState{1, "", 2, 3});
+  const auto fetch = encode(FetchState{1, ""});
+  CHECK(decode(body_of(keep)).status().code() == StatusCode::kProtocolError);
+  CHECK(decode(body_of(fetch)).status().code() == StatusCode::kProtocolError);
 }
 
 TEST_CASE("frame length: zero and oversized frames are refused") {

@@ -75,7 +75,8 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "ucx-net-devices", "timeline", "rendezvous", "advertise-address",
                                        "rank-liveness-timeout", "max-jobs", "max-job-ranks",
                                        "max-job-buffer-bytes", "job-metrics-linger",
-                                       "rendezvous-timeout", "rendezvous-lease"});
+                                       "rendezvous-timeout", "rendezvous-lease", "elastic-timeout",
+                             "max-kept-state-bytes", "kept-state-linger"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {

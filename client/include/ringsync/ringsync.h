@@ -138,6 +138,24 @@ RINGSYNC_API rs_status_t rs_alloc(rs_context_t* ctx, size_t bytes, void** out) R
  * nothing). Fails with RS_INVALID_ARGUMENT while a pending request uses it. */
 RINGSYNC_API rs_status_t rs_free(rs_context_t* ctx, void* ptr) RINGSYNC_NOEXCEPT;
 
+/* Committed state the daemon keeps for this rank (what ringsync.elastic commits).
+ *
+ * rs_keep_state: the first `bytes` (> 0) of the buffer from rs_alloc() that starts
+ * at `ptr` become this rank's state `name` (1 to 4096 bytes) on this node; the
+ * daemon holds that memory from now on, also after this process exits, and
+ * forgets what it kept under `name` before. Do not write the buffer afterwards
+ * (keep the next state in another buffer; rs_free() this one when done with it).
+ * Kept per job and local rank; gone --kept-state-linger after the job's last rank
+ * left the node, and refused (RS_OUT_OF_MEMORY) past --max-kept-state-bytes.
+ *
+ * rs_fetch_state: the state `name` kept for this job and local rank on this node,
+ * copied into a new buffer (as from rs_alloc(); rs_free() it): *ptr and *bytes.
+ * RS_SUCCESS with *ptr = NULL and *bytes = 0 when none is kept. */
+RINGSYNC_API rs_status_t rs_keep_state(rs_context_t* ctx, const char* name, const void* ptr,
+                                       size_t bytes) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_fetch_state(rs_context_t* ctx, const char* name, void** ptr,
+                                        size_t* bytes) RINGSYNC_NOEXCEPT;
+
 /* Ranks below are global ranks (rs_rank(): the local rank on a one-node daemon).
  *
  * Allreduce of `count` elements across the job's ranks. Every rank's recvbuf

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <ranges>
 #include <span>
@@ -36,6 +37,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ringsync/ringsync.h"
 
@@ -334,6 +336,25 @@ class Context {
   }
   void unregister_device(const void* ptr) { detail::check(rs_unregister_device(ctx_.get(), ptr)); }
   void set_device_stream(void* stream) { detail::check(rs_set_device_stream(ctx_.get(), stream)); }
+
+  // Committed state the daemon keeps for this rank (rs_keep_state / rs_fetch_state):
+  // keep_state copies `bytes` into a new shared buffer the daemon then holds;
+  // fetch_state returns what is kept (empty when nothing is).
+  void keep_state(const std::string& name, std::span<const std::byte> bytes) {
+    SharedBuffer<std::uint8_t> buffer(ctx_, bytes.size());
+    std::memcpy(buffer.data(), bytes.data(), bytes.size());
+    detail::check(rs_keep_state(ctx_.get(), name.c_str(), buffer.data(), bytes.size()));
+  }
+  std::vector<std::byte> fetch_state(const std::string& name) {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+    detail::check(rs_fetch_state(ctx_.get(), name.c_str(), &ptr, &bytes));
+    if (ptr == nullptr) return {};
+    const auto* first = static_cast<const std::byte*>(ptr);
+    std::vector<std::byte> state(first, first + bytes);
+    rs_free(ctx_.get(), ptr);
+    return state;
+  }
 
  private:
   template <typename S, typename R>
