@@ -24,6 +24,24 @@ Result<DescribedJob> describe_job(const wire::Hello& hello, const JobDefaults& d
   job.token = hello.job_token;
   job.slots = hello.local_size;
   const std::string who = "job '" + hello.job_id + "'";
+  if (hello.max_nodes > 0) {
+    // Elastic: the rendezvous places this node anew for every run.
+    if (hello.min_nodes == 0 || hello.min_nodes > hello.max_nodes || !hello.nodes.empty() || hello.node_rank >= 0)
+      return Status::InvalidArgument(who + ": an elastic job needs 1 <= RINGSYNC_MIN_NODES <= RINGSYNC_MAX_NODES, "
+                                     "and no RINGSYNC_NODES or RINGSYNC_NODE_RANK (its rendezvous places the nodes)");
+    job.min_nodes = hello.min_nodes;
+    job.max_nodes = hello.max_nodes;
+    job.num_nodes = hello.num_nodes == 0 ? hello.max_nodes : hello.num_nodes;
+    if (job.num_nodes < job.min_nodes || job.num_nodes > job.max_nodes)
+      return Status::InvalidArgument(who + ": RINGSYNC_NUM_NODES=" + std::to_string(job.num_nodes) +
+                                     " is outside RINGSYNC_MIN_NODES..RINGSYNC_MAX_NODES");
+    job.rendezvous = hello.rendezvous.empty() ? defaults.rendezvous : hello.rendezvous;
+    if (job.rendezvous.empty())
+      return Status::InvalidArgument(who + " is elastic, so its nodes find each other through a rendezvous store: "
+                                     "set RINGSYNC_RENDEZVOUS=etcd://HOST:PORT, or start ringsyncd with --rendezvous");
+    out.rank_known = false;
+    return out;
+  }
   if (!hello.nodes.empty()) {
     auto nodes = parse_node_list(hello.nodes, hello.local_size);
     if (!nodes.ok()) return Status::InvalidArgument("RINGSYNC_NODES of " + who + ": " + nodes.status().message());
@@ -84,6 +102,10 @@ std::string description_mismatch(const DescribedJob& job, const DescribedJob& ra
   const auto differs = [](const std::string& what, const std::string& here, const std::string& first) {
     return what + " is '" + here + "' for this rank but '" + first + "' for the job's first rank on this node";
   };
+  if (a.min_nodes != b.min_nodes || a.max_nodes != b.max_nodes)
+    return differs("the elastic range (RINGSYNC_MIN_NODES..RINGSYNC_MAX_NODES)",
+                   std::to_string(b.min_nodes) + ".." + std::to_string(b.max_nodes),
+                   std::to_string(a.min_nodes) + ".." + std::to_string(a.max_nodes));
   if (a.num_nodes != b.num_nodes)
     return differs("the node count", std::to_string(b.num_nodes), std::to_string(a.num_nodes));
   if (node_list_text(a.nodes) != node_list_text(b.nodes))

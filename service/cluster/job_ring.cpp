@@ -4,6 +4,7 @@
 #include <boost/asio/detached.hpp>
 
 #include "common/log.h"
+#include "service/rendezvous/elastic_rendezvous.h"
 #include "service/rendezvous/etcd_store.h"
 #include "service/rendezvous/store_rendezvous.h"
 
@@ -46,13 +47,19 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
   } else {
     // open() failing (a malformed URL) is reported by start().
     auto store = rendezvous::EtcdStore::open(job_.rendezvous, settings.rendezvous_timeout);
+    const auto lease = std::chrono::duration_cast<std::chrono::seconds>(settings.rendezvous_lease);
     if (!store.ok())
       store_error_ = store.status();
+    else if (job_.max_nodes > 0)
+      rendezvous_ = std::make_shared<rendezvous::ElasticRendezvous>(
+          io, std::move(store).value(),
+          rendezvous::ElasticJob{job_.id, job_.token, job_.min_nodes, job_.max_nodes, job_.num_nodes, job_.slots,
+                                 job_.self_address, settings.elastic_timeout},
+          lease);
     else
       rendezvous_ = std::make_shared<rendezvous::StoreRendezvous>(
           io, std::move(store).value(),
-          rendezvous::RendezvousJob{job_.id, job_.token, job_.num_nodes, job_.slots, job_.self_address},
-          std::chrono::duration_cast<std::chrono::seconds>(settings.rendezvous_lease));
+          rendezvous::RendezvousJob{job_.id, job_.token, job_.num_nodes, job_.slots, job_.self_address}, lease);
   }
   membership_ = std::make_shared<Membership>(io, job_, settings, listener, std::move(data_plane), metrics,
                                              std::move(membership_hooks), rendezvous_);
@@ -82,6 +89,7 @@ Status JobRing::start() {
           if (rank.ok()) {
             job_.node_rank = *rank;
             job_.node_rank_known = true;
+            if (auto nodes = rendezvous->num_nodes()) job_.num_nodes = *nodes;  // this run's, for an elastic job
             RS_LOG(info, "rendezvous") << "job '" << job_.id << "': this node registered in " << job_.rendezvous
                                        << " as node " << *rank << " of " << job_.num_nodes;
             outcome = membership_->start();

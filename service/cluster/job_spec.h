@@ -25,6 +25,10 @@ struct JobSpec {
   // filled in from the store when every node has registered.
   std::vector<HostEntry> nodes;
   std::string rendezvous;       // "" (the node list) or etcd://HOST:PORT[,HOST:PORT]
+  // An elastic job (max_nodes > 0): the rendezvous places min_nodes..max_nodes
+  // nodes for every run, num_nodes (then the first run's size) included.
+  std::uint32_t min_nodes = 0;
+  std::uint32_t max_nodes = 0;
   bool node_rank_known = true;  // false: the rendezvous assigns node_rank
   std::string self_address;     // with a rendezvous: this daemon's control address for the others
   // Started with the daemon and kept for its lifetime (the ring forms before

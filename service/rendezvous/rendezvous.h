@@ -33,6 +33,9 @@ class Rendezvous {
   virtual boost::asio::awaitable<Result<std::uint64_t>> next_epoch() = 0;
   // The job is over on this node.
   virtual void leave() = 0;
+  // The job's node count as the rendezvous decided it for this run, after
+  // join() (elastic jobs); nullopt: the job's own.
+  virtual std::optional<std::uint32_t> num_nodes() const { return std::nullopt; }
 };
 
 // The node list the trainers gave (RINGSYNC_NODES) or the daemon's flags:

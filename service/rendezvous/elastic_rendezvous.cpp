@@ -1,0 +1,238 @@
+#include "service/rendezvous/elastic_rendezvous.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "common/units.h"
+#include "service/rendezvous/token_proof.h"
+
+namespace ringsync::service::rendezvous {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+
+namespace {
+
+constexpr auto kPollInterval = std::chrono::milliseconds(100);
+
+asio::awaitable<void> pause(std::chrono::milliseconds d) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, d);
+  boost::system::error_code ec;
+  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+std::string address_of(const Entry& e) {
+  json j = json::parse(e.value, nullptr, false);
+  return j.is_object() ? j.value("address", "") : "";
+}
+
+}  // namespace
+
+ElasticRendezvous::ElasticRendezvous(asio::io_context& io, std::unique_ptr<Store> store, ElasticJob job,
+                                     std::chrono::seconds lease)
+    : io_(io), store_(std::move(store)), job_(std::move(job)), lease_ttl_(lease) {}
+
+asio::awaitable<Status> ElasticRendezvous::check_meta() {
+  const std::string salt = random_salt();
+  const json mine = {{"elastic", true},
+                     {"min", job_.min_nodes},
+                     {"max", job_.max_nodes},
+                     {"slots", job_.slots},
+                     {"salt", salt},
+                     {"proof", token_proof(job_.token, job_.id, salt)}};
+  auto existing = co_await store_->create(key("meta"), mine.dump(), lease_);
+  if (!existing.ok()) co_return existing.status();
+  if (!*existing) co_return Status::Ok();
+  json theirs = json::parse((*existing)->value, nullptr, false);
+  const std::string where = store_->name();
+  if (!theirs.is_object())
+    co_return Status::InvalidArgument("the rendezvous store " + where + " holds something that is not ringsync's "
+                                      "under " + key("meta") + "; remove it, or use another job id");
+  if (!theirs.value("elastic", false))
+    co_return Status::InvalidArgument("job '" + job_.id + "' is registered in " + where +
+                                      " with a fixed node count, but this node's trainers say it is elastic "
+                                      "(RINGSYNC_MIN_NODES/RINGSYNC_MAX_NODES); start every rank the same way, or "
+                                      "use another job id");
+  const auto min = theirs.value("min", 0u), max = theirs.value("max", 0u), slots = theirs.value("slots", 0u);
+  if (min != job_.min_nodes || max != job_.max_nodes || slots != job_.slots)
+    co_return Status::InvalidArgument(
+        "job '" + job_.id + "' is registered in " + where + " with " + std::to_string(min) + " to " +
+        std::to_string(max) + " node(s) x " + std::to_string(slots) + " slot(s), but this node's trainers say " +
+        std::to_string(job_.min_nodes) + " to " + std::to_string(job_.max_nodes) + " x " +
+        std::to_string(job_.slots) + "; start every rank of the job with the same shape, or use another job id");
+  if (!same_proof(theirs.value("proof", ""), token_proof(job_.token, job_.id, theirs.value("salt", ""))))
+    co_return Status::InvalidArgument("the rendezvous store " + where + " holds job '" + job_.id +
+                                      "' with another token: another job uses this id, or this node's "
+                                      "RINGSYNC_JOB_TOKEN is wrong; refused");
+  co_return Status::Ok();
+}
+
+asio::awaitable<Status> ElasticRendezvous::register_member() {
+  const std::string mine = json{{"address", job_.address}}.dump();
+  const std::string member = key("members/" + job_.address);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto existing = co_await store_->create(member, mine, lease_);
+    if (!existing.ok()) co_return existing.status();
+    if (!*existing) {
+      auto written = co_await store_->get(member);
+      if (!written.ok()) co_return written.status();
+      if (*written) {
+        revision_ = (*written)->mod_revision;
+        co_return Status::Ok();
+      }
+      continue;  // revoked meanwhile: again
+    }
+    // This address's registration of an earlier run (revoked in the background,
+    // or a daemon that restarted before its lease ran out): this one takes over.
+    auto swapped = co_await store_->compare_and_swap(member, (*existing)->mod_revision, mine, lease_);
+    if (!swapped.ok()) co_return swapped.status();
+    if (!*swapped) continue;
+    auto written = co_await store_->get(member);
+    if (!written.ok()) co_return written.status();
+    if (*written) {
+      revision_ = (*written)->mod_revision;
+      co_return Status::Ok();
+    }
+  }
+  co_return Status::Internal("the registration of " + job_.address + " for job '" + job_.id + "' in " +
+                             store_->name() + " keeps changing under it");
+}
+
+asio::awaitable<Result<std::uint32_t>> ElasticRendezvous::join(std::optional<std::uint32_t> /*wanted*/) {
+  auto self = shared_from_this();
+  auto lease = co_await store_->grant(lease_ttl_);
+  if (!lease.ok()) co_return lease.status();
+  lease_ = *lease;
+  const auto fail = [&](Status why) -> Result<std::uint32_t> {
+    leave();
+    return why;
+  };
+  if (Status meta = co_await check_meta(); !meta.ok()) co_return fail(meta);
+  if (Status registered = co_await register_member(); !registered.ok()) co_return fail(registered);
+  asio::co_spawn(io_, keep_alive(self), asio::detached);
+  std::chrono::steady_clock::time_point short_since{};
+  std::string last_why;
+  for (;;) {
+    if (left_) co_return Status::Closed("the rendezvous of job '" + job_.id + "' was left");
+    auto placed = co_await try_place(short_since);
+    if (!placed.ok()) co_return fail(placed.status());
+    if (*placed) co_return **placed;
+    co_await pause(kPollInterval);
+  }
+}
+
+asio::awaitable<Result<std::optional<std::uint32_t>>> ElasticRendezvous::try_place(
+    std::chrono::steady_clock::time_point& short_since) {
+  using Placed = std::optional<std::uint32_t>;
+  auto roster_entry = co_await store_->get(key("roster"));
+  if (!roster_entry.ok()) co_return roster_entry.status();
+  Roster current;
+  if (*roster_entry) {
+    auto parsed = parse_roster((*roster_entry)->value);
+    if (!parsed.ok())
+      co_return Status::InvalidArgument("job '" + job_.id + "' in " + store_->name() + ": " + parsed.status().message());
+    current = std::move(parsed).value();
+    current.store_revision = (*roster_entry)->mod_revision;
+    for (std::size_t i = 0; i < current.nodes.size(); ++i)
+      if (current.nodes[i].address == job_.address && current.nodes[i].revision == revision_) {
+        placed_ = current;
+        co_return Placed(static_cast<std::uint32_t>(i));
+      }
+  }
+  auto members = co_await store_->list(key("members/"));
+  if (!members.ok()) co_return members.status();
+  std::vector<Registration> registered;
+  for (const auto& e : *members) {
+    const std::string address = address_of(e);
+    if (!address.empty()) registered.push_back({address, e.mod_revision});
+  }
+  const auto now = std::chrono::steady_clock::now();
+  // Nodes of the last run still registered as they ran (a run still going, or a
+  // lost node whose lease has yet to expire) are waited for, but not forever.
+  const bool waited_long = short_since != std::chrono::steady_clock::time_point{} &&
+                           now - short_since >= job_.below_min_wait;
+  NextRoster next = next_roster(current, registered, {job_.min_nodes, job_.max_nodes, job_.first_nodes}, waited_long);
+  if (next.kind != NextRoster::Kind::kReady) {
+    if (short_since == std::chrono::steady_clock::time_point{}) {
+      short_since = now;
+      RS_LOG(info, "rendezvous") << "job '" << job_.id << "': waiting for the next run's nodes: " << next.why;
+    }
+    if (next.kind == NextRoster::Kind::kBelowMin && waited_long)
+      co_return Status::Timeout("job '" + job_.id + "' cannot go on: " + next.why + " after waiting " +
+                                units::format_seconds(job_.below_min_wait) +
+                                " (--elastic-timeout); start more nodes, or lower RINGSYNC_MIN_NODES");
+    co_return Placed();
+  }
+  const bool in_it = std::any_of(next.roster.nodes.begin(), next.roster.nodes.end(), [&](const RosterNode& n) {
+    return n.address == job_.address && n.revision == revision_;
+  });
+  if (!in_it) co_return Placed();  // a spare: the roster does not need this node (yet)
+  // Write it; whoever writes first makes the roster, the others read it next time.
+  Result<bool> written = false;
+  if (current.store_revision == 0) {
+    auto created = co_await store_->create(key("roster"), roster_json(next.roster), 0);
+    if (!created.ok()) co_return created.status();
+    written = !*created;
+  } else {
+    written = co_await store_->compare_and_swap(key("roster"), current.store_revision, roster_json(next.roster), 0);
+    if (!written.ok()) co_return written.status();
+  }
+  if (*written) {
+    std::string names;
+    for (const auto& n : next.roster.nodes) names += (names.empty() ? "" : ", ") + n.address;
+    RS_LOG(info, "rendezvous") << "job '" << job_.id << "': run " << next.roster.epoch << " has "
+                               << next.roster.nodes.size() << " node(s): " << names;
+  }
+  short_since = {};
+  co_return Placed();  // read back on the next look
+}
+
+asio::awaitable<Result<Members>> ElasticRendezvous::members(std::chrono::steady_clock::time_point) {
+  auto self = shared_from_this();
+  Members m;
+  for (const auto& n : placed_.nodes) {
+    auto parsed = parse_node_list(n.address, job_.slots);
+    if (!parsed.ok() || parsed->size() != 1)
+      co_return Status::InvalidArgument("job '" + job_.id + "': the roster names '" + n.address +
+                                        "', which is not a HOST:PORT");
+    m.nodes.push_back(parsed->front());
+  }
+  co_return m;
+}
+
+asio::awaitable<Result<std::uint64_t>> ElasticRendezvous::next_epoch() {
+  auto self = shared_from_this();
+  co_return placed_.epoch;
+}
+
+std::optional<std::uint32_t> ElasticRendezvous::num_nodes() const {
+  if (placed_.epoch == 0) return std::nullopt;
+  return static_cast<std::uint32_t>(placed_.nodes.size());
+}
+
+void ElasticRendezvous::leave() {
+  // The registration stays, no longer kept alive: until this node registers for
+  // the next run (its trainers reconnect) or the lease runs out, the next roster
+  // waits for it, so that a survivor on its way back is not taken for lost.
+  left_ = true;
+  lease_ = 0;
+}
+
+asio::awaitable<void> ElasticRendezvous::keep_alive(std::shared_ptr<ElasticRendezvous> /*self*/) {
+  const auto period = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), lease_ttl_ / 3);
+  while (!left_) {
+    co_await pause(period);
+    if (left_ || lease_ == 0) co_return;
+    Status alive = co_await store_->keep_alive(lease_);
+    if (!alive.ok())
+      RS_LOG(warn, "rendezvous") << "job '" << job_.id << "': keeping this node's registration alive failed: "
+                                 << alive.message();
+  }
+}
+
+}  // namespace ringsync::service::rendezvous

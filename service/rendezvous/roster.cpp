@@ -1,0 +1,98 @@
+#include "service/rendezvous/roster.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace ringsync::service::rendezvous {
+
+using nlohmann::json;
+
+std::string roster_json(const Roster& roster) {
+  json nodes = json::array();
+  for (const auto& n : roster.nodes) nodes.push_back({{"address", n.address}, {"revision", n.revision}});
+  return json{{"epoch", roster.epoch}, {"nodes", nodes}}.dump();
+}
+
+Result<Roster> parse_roster(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("epoch") || !j.contains("nodes") || !j["nodes"].is_array() ||
+      !j["epoch"].is_number_unsigned())
+    return Status::InvalidArgument("not a ringsync roster: " + text.substr(0, 200));
+  Roster r;
+  r.epoch = j["epoch"].get<std::uint64_t>();
+  for (const auto& n : j["nodes"]) {
+    if (!n.is_object() || !n.contains("address") || !n["address"].is_string())
+      return Status::InvalidArgument("a roster node without an address: " + text.substr(0, 200));
+    r.nodes.push_back({n["address"].get<std::string>(), n.value("revision", std::int64_t{0})});
+  }
+  return r;
+}
+
+NextRoster next_roster(const Roster& current, std::vector<Registration> registered, const RosterShape& shape,
+                       bool stale_are_gone) {
+  std::sort(registered.begin(), registered.end(), [](const Registration& a, const Registration& b) {
+    return a.revision != b.revision ? a.revision < b.revision : a.address < b.address;
+  });
+  NextRoster out;
+  out.roster.epoch = current.epoch + 1;
+  out.roster.store_revision = current.store_revision;
+  if (current.epoch == 0) {
+    if (registered.size() < shape.first_nodes) {
+      out.why = std::to_string(registered.size()) + " of the first " + std::to_string(shape.first_nodes) +
+                " node(s) registered";
+      return out;
+    }
+    for (std::size_t i = 0; i < shape.first_nodes; ++i)
+      out.roster.nodes.push_back({registered[i].address, registered[i].revision});
+    out.kind = NextRoster::Kind::kReady;
+    return out;
+  }
+  std::map<std::string, const Registration*> by_address;
+  for (const auto& r : registered) by_address[r.address] = &r;
+  std::vector<std::optional<RosterNode>> places;
+  std::string stale;
+  for (const auto& node : current.nodes) {
+    auto it = by_address.find(node.address);
+    if (it == by_address.end()) {
+      places.emplace_back();  // gone: a hole
+    } else if (it->second->revision != node.revision) {
+      places.push_back(RosterNode{node.address, it->second->revision});  // came back
+    } else if (stale_are_gone) {
+      places.emplace_back();
+    } else {
+      stale += (stale.empty() ? "" : ", ") + node.address;
+      places.emplace_back();
+    }
+  }
+  if (!stale.empty()) {
+    out.why = "node(s) " + stale + " of run " + std::to_string(current.epoch) +
+              " have neither registered again nor gone yet";
+    return out;
+  }
+  std::vector<RosterNode> newcomers;
+  for (const auto& r : registered) {
+    const bool known = std::any_of(current.nodes.begin(), current.nodes.end(),
+                                   [&](const RosterNode& n) { return n.address == r.address; });
+    if (!known) newcomers.push_back({r.address, r.revision});
+  }
+  std::size_t next_newcomer = 0;
+  for (auto& place : places)
+    if (!place && next_newcomer < newcomers.size()) place = newcomers[next_newcomer++];
+  for (auto& place : places)
+    if (place) out.roster.nodes.push_back(*place);
+  while (out.roster.nodes.size() < shape.max_nodes && next_newcomer < newcomers.size())
+    out.roster.nodes.push_back(newcomers[next_newcomer++]);
+  if (out.roster.nodes.size() < shape.min_nodes) {
+    out.kind = NextRoster::Kind::kBelowMin;
+    out.why = std::to_string(out.roster.nodes.size()) + " node(s) are there, fewer than the job's minimum of " +
+              std::to_string(shape.min_nodes) + " (run " + std::to_string(current.epoch) + " had " +
+              std::to_string(current.nodes.size()) + ")";
+    return out;
+  }
+  out.kind = NextRoster::Kind::kReady;
+  return out;
+}
+
+}  // namespace ringsync::service::rendezvous
