@@ -195,7 +195,7 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "place frees after this)."},
       {"elastic-timeout", Kind::kDuration, "60s", "seconds",
        "An elastic job (RINGSYNC_MIN_NODES) with fewer nodes than its minimum waits this long for more, then "
-       "fails with a clear error; nodes of its last run that neither come back nor go are waited for as long."},
+       "fails with a clear error."},
       {"advertise-address", Kind::kString, "", "",
        "HOST:PORT the other nodes reach this daemon's control port at, as registered in the rendezvous; "
        "default --control-address (which must then name a host, not 0.0.0.0)."},

@@ -115,11 +115,10 @@ asio::awaitable<Result<std::uint32_t>> ElasticRendezvous::join(std::optional<std
   if (Status meta = co_await check_meta(); !meta.ok()) co_return fail(meta);
   if (Status registered = co_await register_member(); !registered.ok()) co_return fail(registered);
   asio::co_spawn(io_, keep_alive(self), asio::detached);
-  std::chrono::steady_clock::time_point short_since{};
-  std::string last_why;
+  std::chrono::steady_clock::time_point below_since{};
   for (;;) {
     if (left_) co_return Status::Closed("the rendezvous of job '" + job_.id + "' was left");
-    auto placed = co_await try_place(short_since);
+    auto placed = co_await try_place(below_since);
     if (!placed.ok()) co_return fail(placed.status());
     if (*placed) co_return **placed;
     co_await pause(kPollInterval);
@@ -127,7 +126,7 @@ asio::awaitable<Result<std::uint32_t>> ElasticRendezvous::join(std::optional<std
 }
 
 asio::awaitable<Result<std::optional<std::uint32_t>>> ElasticRendezvous::try_place(
-    std::chrono::steady_clock::time_point& short_since) {
+    std::chrono::steady_clock::time_point& below_since) {
   using Placed = std::optional<std::uint32_t>;
   auto roster_entry = co_await store_->get(key("roster"));
   if (!roster_entry.ok()) co_return roster_entry.status();
@@ -152,17 +151,22 @@ asio::awaitable<Result<std::optional<std::uint32_t>>> ElasticRendezvous::try_pla
     if (!address.empty()) registered.push_back({address, e.mod_revision});
   }
   const auto now = std::chrono::steady_clock::now();
-  // Nodes of the last run still registered as they ran (a run still going, or a
-  // lost node whose lease has yet to expire) are waited for, but not forever.
-  const bool waited_long = short_since != std::chrono::steady_clock::time_point{} &&
-                           now - short_since >= job_.below_min_wait;
-  NextRoster next = next_roster(current, registered, {job_.min_nodes, job_.max_nodes, job_.first_nodes}, waited_long);
+  // Nodes of the last run still registered as they ran are waited for: their
+  // run goes on (a spare waits for as long), or their lease has yet to expire
+  // (a lost node's does within --rendezvous-lease), or they are on their way
+  // back. Only fewer nodes than the minimum is given up on.
+  NextRoster next = next_roster(current, registered, {job_.min_nodes, job_.max_nodes, job_.first_nodes}, false);
   if (next.kind != NextRoster::Kind::kReady) {
-    if (short_since == std::chrono::steady_clock::time_point{}) {
-      short_since = now;
+    if (next.why != last_wait_) {
+      last_wait_ = next.why;
       RS_LOG(info, "rendezvous") << "job '" << job_.id << "': waiting for the next run's nodes: " << next.why;
     }
-    if (next.kind == NextRoster::Kind::kBelowMin && waited_long)
+    if (next.kind != NextRoster::Kind::kBelowMin) {
+      below_since = {};
+      co_return Placed();
+    }
+    if (below_since == std::chrono::steady_clock::time_point{}) below_since = now;
+    if (now - below_since >= job_.below_min_wait)
       co_return Status::Timeout("job '" + job_.id + "' cannot go on: " + next.why + " after waiting " +
                                 units::format_seconds(job_.below_min_wait) +
                                 " (--elastic-timeout); start more nodes, or lower RINGSYNC_MIN_NODES");
@@ -188,7 +192,7 @@ asio::awaitable<Result<std::optional<std::uint32_t>>> ElasticRendezvous::try_pla
     RS_LOG(info, "rendezvous") << "job '" << job_.id << "': run " << next.roster.epoch << " has "
                                << next.roster.nodes.size() << " node(s): " << names;
   }
-  short_since = {};
+  below_since = {};
   co_return Placed();  // read back on the next look
 }
 

@@ -19,9 +19,11 @@
 // places, registrations not in the roster (spares, returning nodes) fill the
 // holes in the order they came, then the roster closes up if holes remain and
 // grows up to max_nodes. Below min_nodes it waits for more, for
-// `below_min_wait`, then fails with a clear error. Any waiting node may write
-// the next roster; compare-and-swap makes the first one the roster. A node not
-// in it (a spare not needed yet) keeps waiting.
+// `below_min_wait`, then fails with a clear error. Nodes of the current run
+// still registered as they ran are waited for without a bound: their run goes
+// on (a spare waits as long), or their lease has yet to run out. Any waiting
+// node may write the next roster; compare-and-swap makes the first one the
+// roster. A node not in it (a spare not needed yet) keeps waiting.
 //
 // Every call is bounded; a store that does not answer is a clear error.
 // Shared-owned: the keep-alive loop holds it until leave().
@@ -77,7 +79,8 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   boost::asio::awaitable<Status> register_member();
   // One look at the store: this node's place if the roster has it; otherwise
   // writes the next roster when it can be decided. nullopt: not yet.
-  boost::asio::awaitable<Result<std::optional<std::uint32_t>>> try_place(std::chrono::steady_clock::time_point& short_since);
+  // below_since: when the nodes there first fell short of min_nodes (zero: they did not).
+  boost::asio::awaitable<Result<std::optional<std::uint32_t>>> try_place(std::chrono::steady_clock::time_point& below_since);
   boost::asio::awaitable<void> keep_alive(std::shared_ptr<ElasticRendezvous> self);
 
   boost::asio::io_context& io_;
@@ -88,6 +91,7 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   std::int64_t revision_ = 0;  // of this node's registration
   bool left_ = false;
   Roster placed_;               // the roster that placed this node
+  std::string last_wait_;       // what it last logged it waits for
 };
 
 }  // namespace ringsync::service::rendezvous

@@ -319,9 +319,17 @@ void RankGroup::start(int node, int local_rank, const std::vector<std::string>& 
 
 void RankGroup::start_with_env(int node, int local_rank, const std::vector<std::string>& scenario,
                                std::map<std::string, std::string> env) {
+  std::vector<std::string> program = {bin("ringsync-test-rank")};
+  program.insert(program.end(), scenario.begin(), scenario.end());
+  start_program(node, local_rank, program, std::move(env));
+}
+
+std::string RankGroup::output(int index) const { return read_file(ranks_.at(index).log); }
+
+void RankGroup::start_program(int node, int local_rank, const std::vector<std::string>& program,
+                              std::map<std::string, std::string> env) {
   std::vector<std::string> argv = cluster_.launcher(node);
-  argv.push_back(bin("ringsync-test-rank"));
-  argv.insert(argv.end(), scenario.begin(), scenario.end());
+  argv.insert(argv.end(), program.begin(), program.end());
   env["RINGSYNC_SOCKET"] = cluster_.socket(node);
   env["RINGSYNC_TEST_MARK_DIR"] = dir_;
   // A rank gives up on its own a little before the tests' usual 120 s, saying

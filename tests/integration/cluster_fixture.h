@@ -153,6 +153,12 @@ class RankGroup {
   // socket, marks and deadline are added): a trainer another launcher started.
   void start_with_env(int node, int local_rank, const std::vector<std::string>& scenario,
                       std::map<std::string, std::string> env);
+  // Any trainer program (argv) on `node`, with `env` (the socket and deadline
+  // added as for the others): a Python trainer, say.
+  void start_program(int node, int local_rank, const std::vector<std::string>& argv,
+                     std::map<std::string, std::string> env);
+  // The rank's output so far (index in start order).
+  std::string output(int index) const;
   void start_all(const std::vector<std::string>& scenario);  // every node, every local rank
   // Waits until the given ranks (all when empty) wrote mark `what` (see
   // rank_main.cpp); false at the deadline.

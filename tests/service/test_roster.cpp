@@ -198,3 +198,17 @@ TEST_CASE("elastic rendezvous: a job described elastic on one node and fixed on 
                 refused.at("other").status().message());
   elastic->leave();
 }
+
+TEST_CASE("elastic rendezvous: a spare waits through a healthy run, past --elastic-timeout, and changes nothing") {
+  ElasticJobInStore job;  // --elastic-timeout 0.5 s
+  std::map<std::string, std::shared_ptr<ElasticRendezvous>> nodes{{"h0:1", job.node("h0:1", 2, 2, 2)},
+                                                                   {"h1:1", job.node("h1:1", 2, 2, 2)}};
+  for (auto& [name, rank] : job.join(nodes)) REQUIRE_MESSAGE(rank.ok(), rank.status().message());
+  const std::string roster = job.state->entries.at("/ringsync/jobs/elastic/roster").value;
+  auto spare = job.node("spare:1", 2, 2, 2);
+  auto waited = job.join({{"spare", spare}}, 1500ms);
+  CHECK(waited.empty());  // still waiting: the run goes on, its nodes keep their leases alive
+  CHECK(job.state->entries.at("/ringsync/jobs/elastic/roster").value == roster);
+  for (auto& [name, r] : nodes) r->leave();
+  spare->leave();
+}
