@@ -35,7 +35,12 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
   }
   Membership::Hooks membership_hooks;
   membership_hooks.formed = [this](std::uint64_t epoch) { on_formed(epoch); };
-  membership_hooks.lost = [this](const Status& why, bool quiet) { on_lost(why, quiet); };
+  membership_hooks.lost = [this](const Status& why, bool quiet, std::int32_t lost_node) {
+    // An elastic job's next roster need not wait for the lost node's lease.
+    if (!quiet && lost_node >= 0 && lost_node != static_cast<std::int32_t>(job_.node_rank) && rendezvous_)
+      rendezvous_->report_lost(static_cast<std::uint32_t>(lost_node));
+    on_lost(why, quiet);
+  };
   membership_hooks.attempt_failed = [this](const Status& why) {
     // What waited for this ring waits no longer: it gets the reason.
     negotiator_.lost(Status::PeerLost("the ring of job '" + job_.id + "' is not formed: " + why.message()),

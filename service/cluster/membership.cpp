@@ -329,7 +329,7 @@ void Membership::lose(const Status& why, bool quiet, std::int32_t lost_node, con
     retired_.push_back(std::move(engine_));
   }
   std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
-  if (hooks_.lost && !stopping_) hooks_.lost(why, quiet);
+  if (hooks_.lost && !stopping_) hooks_.lost(why, quiet, lost_node);
   wake_formation_.cancel();
 }
 

@@ -46,8 +46,9 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
     // The ring is up: engine() and the control plane are usable.
     std::function<void(std::uint64_t epoch)> formed;
     // The formed ring ended with `why` (the goodbyes are sent). quiet: the
-    // job's run ended on every node (finish()); nothing was lost.
-    std::function<void(const Status& why, bool quiet)> lost;
+    // job's run ended on every node (finish()); nothing was lost. lost_node:
+    // the node the verdict names (-1: none).
+    std::function<void(const Status& why, bool quiet, std::int32_t lost_node)> lost;
     // An attempt to form the ring failed; the next one starts after a pause.
     std::function<void(const Status& why)> attempt_failed;
     // Any frame of a formed ring that is not membership's own.

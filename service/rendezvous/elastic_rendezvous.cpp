@@ -155,7 +155,14 @@ asio::awaitable<Result<std::optional<std::uint32_t>>> ElasticRendezvous::try_pla
   // run goes on (a spare waits for as long), or their lease has yet to expire
   // (a lost node's does within --rendezvous-lease), or they are on their way
   // back. Only fewer nodes than the minimum is given up on.
-  NextRoster next = next_roster(current, registered, {job_.min_nodes, job_.max_nodes, job_.first_nodes}, false);
+  auto marked = co_await store_->list(key("lost/"));
+  if (!marked.ok()) co_return marked.status();
+  std::vector<RosterNode> lost;
+  for (const auto& e : *marked) {
+    json j = json::parse(e.value, nullptr, false);
+    if (j.is_object()) lost.push_back({j.value("address", ""), j.value("revision", std::int64_t{0})});
+  }
+  NextRoster next = next_roster(current, registered, {job_.min_nodes, job_.max_nodes, job_.first_nodes}, lost);
   if (next.kind != NextRoster::Kind::kReady) {
     if (next.why != last_wait_) {
       last_wait_ = next.why;
@@ -212,6 +219,30 @@ asio::awaitable<Result<Members>> ElasticRendezvous::members(std::chrono::steady_
 asio::awaitable<Result<std::uint64_t>> ElasticRendezvous::next_epoch() {
   auto self = shared_from_this();
   co_return placed_.epoch;
+}
+
+void ElasticRendezvous::report_lost(std::uint32_t node) {
+  if (node >= placed_.nodes.size()) return;
+  const RosterNode lost = placed_.nodes[node];
+  auto self = shared_from_this();
+  asio::co_spawn(
+      io_,
+      [self, lost]() -> asio::awaitable<void> {
+        const std::string mark = self->key("lost/" + lost.address);
+        const std::string value = json{{"address", lost.address}, {"revision", lost.revision}}.dump();
+        auto existing = co_await self->store_->create(mark, value, 0);
+        Status failed = existing.ok() ? Status::Ok() : existing.status();
+        if (existing.ok() && *existing && (*existing)->value != value) {
+          // An older loss of this address: the newest registration's mark replaces it.
+          auto swapped = co_await self->store_->compare_and_swap(mark, (*existing)->mod_revision, value, 0);
+          if (!swapped.ok()) failed = swapped.status();
+        }
+        if (!failed.ok())
+          RS_LOG(debug, "rendezvous") << "job '" << self->job_.id << "': marking " << lost.address
+                                      << " lost failed: " << failed.message()
+                                      << " (the next run waits for its lease instead)";
+      },
+      asio::detached);
 }
 
 std::optional<std::uint32_t> ElasticRendezvous::num_nodes() const {

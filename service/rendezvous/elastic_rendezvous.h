@@ -72,6 +72,8 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   boost::asio::awaitable<Result<std::uint64_t>> next_epoch() override;
   void leave() override;
   std::optional<std::uint32_t> num_nodes() const override;
+  // Marks the placed roster's node `node` lost (/ringsync/jobs/<job>/lost/<address>).
+  void report_lost(std::uint32_t node) override;
 
  private:
   std::string key(const std::string& rest) const { return "/ringsync/jobs/" + job_.id + "/" + rest; }

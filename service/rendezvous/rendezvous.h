@@ -36,6 +36,9 @@ class Rendezvous {
   // The job's node count as the rendezvous decided it for this run, after
   // join() (elastic jobs); nullopt: the job's own.
   virtual std::optional<std::uint32_t> num_nodes() const { return std::nullopt; }
+  // The formed ring lost `node` (its verdict named it): an elastic job's next
+  // roster counts it gone at once instead of waiting for its lease.
+  virtual void report_lost(std::uint32_t /*node*/) {}
 };
 
 // The node list the trainers gave (RINGSYNC_NODES) or the daemon's flags:

@@ -31,7 +31,7 @@ Result<Roster> parse_roster(const std::string& text) {
 }
 
 NextRoster next_roster(const Roster& current, std::vector<Registration> registered, const RosterShape& shape,
-                       bool stale_are_gone) {
+                       const std::vector<RosterNode>& lost) {
   std::sort(registered.begin(), registered.end(), [](const Registration& a, const Registration& b) {
     return a.revision != b.revision ? a.revision < b.revision : a.address < b.address;
   });
@@ -59,8 +59,10 @@ NextRoster next_roster(const Roster& current, std::vector<Registration> register
       places.emplace_back();  // gone: a hole
     } else if (it->second->revision != node.revision) {
       places.push_back(RosterNode{node.address, it->second->revision});  // came back
-    } else if (stale_are_gone) {
-      places.emplace_back();
+    } else if (std::any_of(lost.begin(), lost.end(), [&](const RosterNode& l) {
+                 return l.address == node.address && l.revision == node.revision;
+               })) {
+      places.emplace_back();  // seen lost by a node of its run: gone, whatever its lease says
     } else {
       stale += (stale.empty() ? "" : ", ") + node.address;
       places.emplace_back();

@@ -55,8 +55,8 @@ struct NextRoster {
 // `current` in the order they came (revision), then closed up; then the roster
 // grows up to max_nodes. A node of `current` still registered as it was (its
 // run goes on, or its registration has yet to expire) is waited for, unless
-// `stale_are_gone`.
+// `lost` names that registration (a node of the run saw it lost).
 NextRoster next_roster(const Roster& current, std::vector<Registration> registered, const RosterShape& shape,
-                       bool stale_are_gone);
+                       const std::vector<RosterNode>& lost = {});
 
 }  // namespace ringsync::service::rendezvous

@@ -36,10 +36,10 @@ Roster run(std::uint64_t epoch, std::vector<RosterNode> nodes) { return Roster{e
 
 TEST_CASE("roster: the first run takes the first registrations in the order they came") {
   const RosterShape shape{2, 4, 3};
-  auto waiting = next_roster({}, {{"b:1", 5}, {"a:1", 9}}, shape, false);
+  auto waiting = next_roster({}, {{"b:1", 5}, {"a:1", 9}}, shape);
   CHECK(waiting.kind == NextRoster::Kind::kWait);
   CHECK(waiting.why.find("2 of the first 3") != std::string::npos);
-  auto first = next_roster({}, {{"d:1", 12}, {"b:1", 5}, {"a:1", 9}, {"c:1", 10}}, shape, false);
+  auto first = next_roster({}, {{"d:1", 12}, {"b:1", 5}, {"a:1", 9}, {"c:1", 10}}, shape);
   REQUIRE(first.kind == NextRoster::Kind::kReady);
   CHECK(first.roster.epoch == 1);
   CHECK(addresses(first.roster) == std::vector<std::string>{"b:1", "a:1", "c:1"});  // d:1 is a spare
@@ -55,18 +55,18 @@ TEST_CASE("roster: survivors keep their places, a spare takes the lost node's, h
   const RosterShape shape{2, 4, 3};
   const Roster last = run(5, {{"a:1", 10}, {"b:1", 11}, {"c:1", 12}});
   // b is gone; a and c registered again (new revisions); s waited as a spare.
-  auto spare = next_roster(last, {{"a:1", 20}, {"c:1", 21}, {"s:1", 7}}, shape, false);
+  auto spare = next_roster(last, {{"a:1", 20}, {"c:1", 21}, {"s:1", 7}}, shape);
   REQUIRE(spare.kind == NextRoster::Kind::kReady);
   CHECK(spare.roster.epoch == 6);
   CHECK(addresses(spare.roster) == std::vector<std::string>{"a:1", "s:1", "c:1"});
   CHECK(spare.roster.nodes[0].revision == 20);
   CHECK(spare.roster.store_revision == 42);  // what the roster key is swapped from
   // No spare: c moves up.
-  auto fewer = next_roster(last, {{"a:1", 20}, {"c:1", 21}}, shape, false);
+  auto fewer = next_roster(last, {{"a:1", 20}, {"c:1", 21}}, shape);
   REQUIRE(fewer.kind == NextRoster::Kind::kReady);
   CHECK(addresses(fewer.roster) == std::vector<std::string>{"a:1", "c:1"});
   // Everyone back, plus two new nodes: the roster grows to max_nodes (4), the last waits.
-  auto grown = next_roster(last, {{"a:1", 20}, {"b:1", 22}, {"c:1", 21}, {"n:1", 23}, {"m:1", 24}}, shape, false);
+  auto grown = next_roster(last, {{"a:1", 20}, {"b:1", 22}, {"c:1", 21}, {"n:1", 23}, {"m:1", 24}}, shape);
   REQUIRE(grown.kind == NextRoster::Kind::kReady);
   CHECK(addresses(grown.roster) == std::vector<std::string>{"a:1", "b:1", "c:1", "n:1"});
 }
@@ -74,17 +74,20 @@ TEST_CASE("roster: survivors keep their places, a spare takes the lost node's, h
 TEST_CASE("roster: below min_nodes it says so; a node still registered from the last run is waited for") {
   const RosterShape shape{2, 3, 3};
   const Roster last = run(2, {{"a:1", 10}, {"b:1", 11}, {"c:1", 12}});
-  auto below = next_roster(last, {{"a:1", 20}}, shape, false);
+  auto below = next_roster(last, {{"a:1", 20}}, shape);
   CHECK(below.kind == NextRoster::Kind::kBelowMin);
   CHECK(below.why.find("1 node(s) are there, fewer than the job's minimum of 2") != std::string::npos);
   // b still holds the registration it ran with: its run may go on, or its lease has yet to expire.
-  auto stale = next_roster(last, {{"a:1", 20}, {"b:1", 11}, {"c:1", 21}}, shape, false);
+  auto stale = next_roster(last, {{"a:1", 20}, {"b:1", 11}, {"c:1", 21}}, shape);
   CHECK(stale.kind == NextRoster::Kind::kWait);
   CHECK(stale.why.find("b:1") != std::string::npos);
-  // ... until the wait is over: then it counts as gone.
-  auto gone = next_roster(last, {{"a:1", 20}, {"b:1", 11}, {"c:1", 21}}, shape, true);
+  // ... unless a node of its run saw that registration lost: then it is gone at once.
+  auto gone = next_roster(last, {{"a:1", 20}, {"b:1", 11}, {"c:1", 21}}, shape, {{"b:1", 11}});
   REQUIRE(gone.kind == NextRoster::Kind::kReady);
   CHECK(addresses(gone.roster) == std::vector<std::string>{"a:1", "c:1"});
+  // A mark for an older registration of the address does not count against a newer one.
+  auto older = next_roster(last, {{"a:1", 20}, {"b:1", 11}, {"c:1", 21}}, shape, {{"b:1", 3}});
+  CHECK(older.kind == NextRoster::Kind::kWait);
 }
 
 namespace {
@@ -211,4 +214,38 @@ TEST_CASE("elastic rendezvous: a spare waits through a healthy run, past --elast
   CHECK(job.state->entries.at("/ringsync/jobs/elastic/roster").value == roster);
   for (auto& [name, r] : nodes) r->leave();
   spare->leave();
+}
+
+TEST_CASE("elastic rendezvous: a node its run saw lost is replaced at once, before its lease runs out") {
+  ElasticJobInStore job;
+  std::map<std::string, std::shared_ptr<ElasticRendezvous>> nodes{
+      {"h0:1", job.node("h0:1")}, {"h1:1", job.node("h1:1")}, {"h2:1", job.node("h2:1")}};
+  auto first = job.join(nodes);
+  std::string lost;
+  for (auto& [name, rank] : first) {
+    REQUIRE_MESSAGE(rank.ok(), rank.status().message());
+    if (*rank == 2) lost = name;
+  }
+  auto spare = job.node("spare:1");
+  std::optional<Result<std::uint32_t>> spare_place;
+  asio::co_spawn(job.io, [&]() -> asio::awaitable<void> { spare_place = co_await spare->join(std::nullopt); },
+                 asio::detached);
+  // The survivors' ring lost node 2: they say so; its registration (lease) stays.
+  std::map<std::string, std::shared_ptr<ElasticRendezvous>> again;
+  for (auto& [name, r] : nodes) {
+    if (name == lost) continue;
+    r->report_lost(2);
+    r->leave();
+    again[name] = job.node(name);
+  }
+  auto second = job.join(again);
+  for (auto& [name, rank] : second) REQUIRE_MESSAGE(rank.ok(), rank.status().message());
+  for (int i = 0; i < 100 && !spare_place; ++i) job.io.run_for(10ms);
+  REQUIRE(spare_place.has_value());
+  REQUIRE_MESSAGE(spare_place->ok(), spare_place->status().message());
+  CHECK(**spare_place == 2);
+  CHECK(job.state->entries.count("/ringsync/jobs/elastic/members/" + lost) == 1);  // never expired
+  for (auto& [name, r] : again) r->leave();
+  spare->leave();
+  nodes.at(lost)->leave();
 }
