@@ -150,6 +150,8 @@ class Daemon {
   // Jobs that ended here, and when their metrics go (--job-metrics-linger).
   std::map<std::string, Clock::time_point> forget_metrics_at_;
   KeptStates kept_;
+  // Jobs whose run was lost here, and when: the next run's registration says how long recovery took.
+  std::map<std::string, Clock::time_point> lost_at_;
   void job_gone(const std::string& job_id);
   std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it
   std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;

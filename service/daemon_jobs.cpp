@@ -132,6 +132,16 @@ void Daemon::on_registered(const std::string& job_id, const Status& outcome) {
   auto waiting = std::move(awaiting_rank_[job_id]);
   awaiting_rank_.erase(job_id);
   cluster::JobRing* ring = ring_of(job_id);
+  if (auto lost = lost_at_.find(job_id); lost != lost_at_.end()) {
+    if (outcome.ok() && ring) {
+      const auto took = Clock::now() - lost->second;
+      metrics_.ring_recovery.with({job_id}).set(std::chrono::duration<double>(took).count());
+      RS_LOG(info, "ring") << "job '" << job_id << "' has its next run " << units::format_seconds(took)
+                           << " after its last one was lost: this node is node " << ring->node_rank() << " of "
+                           << ring->num_nodes();
+    }
+    lost_at_.erase(lost);
+  }
   for (auto& w : waiting) {
     auto session = w.session.lock();
     if (!session || session->closed() || !session->membership) continue;
@@ -316,12 +326,14 @@ void Daemon::forget_ended_jobs(Clock::time_point now) {
       continue;
     }
     metrics_.forget_job(it->first);
+    lost_at_.erase(it->first);
     RS_LOG(debug, "metrics") << "the series of job '" << it->first << "' are gone from /metrics";
     it = forget_metrics_at_.erase(it);
   }
 }
 
 void Daemon::on_ring_lost(const std::string& job_id, const Status& why) {
+  lost_at_.try_emplace(job_id, Clock::now());
   auto it = jobs_.find(job_id);
   if (it != jobs_.end() && it->second.connected() > 0)
     for (auto& pending : it->second.break_with(why.message())) fail(pending, why, "peer_lost");

@@ -66,6 +66,10 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       ring_nodes(r.gauge("ringsync_ring_nodes", "Nodes in the job's current ring (0 while it is not formed).",
                          {"job_id"})),
       ring_epoch(r.gauge("ringsync_ring_epoch", "Membership epoch of the job's ring.", {"job_id"})),
+      ring_recovery(r.gauge("ringsync_ring_recovery_seconds",
+                            "Seconds from the loss of the job's last run to this node's place in the next "
+                            "(elastic jobs: the next roster).",
+                            {"job_id"})),
       link_bytes(r.counter("ringsync_link_bytes_total",
                            "Bytes moved over the ring to (tx) and from (rx) each peer node.",
                            {"job_id", "peer", "direction"})),
@@ -131,6 +135,7 @@ void DaemonMetrics::forget_job(std::string_view job) {
   bus_bandwidth.erase_where("job_id", job);
   rank_wait.erase_where("job_id", job);
   ring_nodes.erase_where("job_id", job);
+  ring_recovery.erase_where("job_id", job);
   ring_epoch.erase_where("job_id", job);
   link_bytes.erase_where("job_id", job);
   link_bandwidth.erase_where("job_id", job);

@@ -57,6 +57,7 @@ struct DaemonMetrics {
   metrics::CounterFamily& errors;             // kind
   metrics::GaugeFamily& ring_nodes;           // job_id
   metrics::GaugeFamily& ring_epoch;           // job_id
+  metrics::GaugeFamily& ring_recovery;        // job_id: seconds from a lost run to this node's place in the next
   // Multi-node (service/cluster/).
   metrics::CounterFamily& link_bytes;         // job_id, peer, direction
   metrics::GaugeFamily& link_bandwidth;       // job_id, peer, direction

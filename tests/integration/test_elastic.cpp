@@ -185,6 +185,18 @@ TEST_CASE("elastic: 3 nodes + 1 spare: a node killed mid-training is replaced an
   const double seconds = recovery(survivor, killed_at);
   MESSAGE("from the kill to the first step on the new ring: ", seconds, " s (--peer-timeout 1s, --rendezvous-lease 2s)");
   CHECK(seconds > 0);
+  // Every survivor's daemon says who left and who joined, and how long recovery took.
+  for (int node : {0, 1}) {
+    const std::string log = e.cluster.log(node);
+    CHECK_MESSAGE(log.find("left: " + e.hosts.address(victim) + ":29517") != std::string::npos, log);
+    CHECK_MESSAGE(log.find("joined: " + e.hosts.address(3) + ":29517 as node ") != std::string::npos, log);
+    CHECK_MESSAGE(log.find("has its next run ") != std::string::npos, log);
+    // /metrics is on the host's own loopback.
+    const auto [code, metrics] = e.hosts.run(
+        node, "python3 -c \"import urllib.request as u; print(u.urlopen(\\\"http://" +
+                  e.cluster.metrics_host_port(node) + "/metrics\\\").read().decode())\"");
+    CHECK_MESSAGE(metrics.find("ringsync_ring_recovery_seconds{job_id=\"elastic\"}") != std::string::npos, code, metrics);
+  }
   CHECK(e.cluster.stop_all().empty());
 }
 
