@@ -7,11 +7,15 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/install-deploy-deps.sh   # the deployment tests' tools (tests/deploy)
 
+# Tests run two at a time (one per core of a CI machine): each makes its own
+# daemons, sockets, ports and network namespaces, and none has a wall-clock
+# bound tighter than a hang's (the image build runs alone: RUN_SERIAL).
+jobs=$(nproc)
 echo "== Release build and tests"
 scripts/build.sh build
-(cd build && ctest --output-on-failure --timeout 600)
+(cd build && ctest -j "$jobs" --output-on-failure --timeout 600)
 
 echo "== ASan/UBSan build and tests"
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGSYNC_SANITIZE=ON
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure --timeout 900)
+  ctest -j "$jobs" --output-on-failure --timeout 900)
