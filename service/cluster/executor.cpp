@@ -192,18 +192,39 @@ void Executor::gather(std::shared_ptr<Running> running) {
       [this, &io = io_, running] { asio::post(io, [this, running] { run_ring(running); }); });
 }
 
-void Executor::run_ring(std::shared_ptr<Running> running) {
-  if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
-  if (timeline_)
-    for (const auto& name : running->planned->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
-  if (!formed_ || !engine_ || running->epoch != epoch_)
-    return complete(running, last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran")
-                                             : last_loss_);
-  const peer_wire::Operation& op = running->planned->op;
+bool Executor::ring_gone(const std::shared_ptr<Running>& running) {
+  if (formed_ && engine_ && running->epoch == epoch_) return false;
+  complete(running, last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran") : last_loss_);
+  return true;
+}
+
+ring::RingOptions Executor::ring_options(const peer_wire::Operation& op) const {
   ring::RingOptions options;
   options.sequence = op.sequence;
   options.chunk_bytes = settings_.ring_chunk_bytes;
   options.window = settings_.ring_window;
+  return options;
+}
+
+bool Executor::ring_failed(const std::shared_ptr<Running>& running, const Status& status) {
+  if (status.ok()) return false;
+  if (formed_ && running->epoch == epoch_) {
+    held_.push_back(running);
+    hooks_.suspect(status);
+    return true;
+  }
+  // Aborted by the loss: every rank gets the loss's own words.
+  complete(running, last_loss_.ok() ? status : last_loss_);
+  return true;
+}
+
+void Executor::run_ring(std::shared_ptr<Running> running) {
+  if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
+  if (timeline_)
+    for (const auto& name : running->planned->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
+  if (ring_gone(running)) return;
+  const peer_wire::Operation& op = running->planned->op;
+  const ring::RingOptions options = ring_options(op);
   const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
   const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, job_.slots);
   auto work = running->work;
@@ -231,29 +252,14 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
     if (timeline_ && running->planned->op.kind != wire::CollectiveKind::kAllreduce)
       for (const auto& name : running->planned->op.names)
         timeline_->phase(name, ring_phase(running->planned->op.kind), ring_start, Clock::now());
-    if (!status.ok()) {
-      if (formed_ && running->epoch == epoch_) {
-        held_.push_back(running);
-        hooks_.suspect(status);
-        return;
-      }
-      // Aborted by the loss: every rank gets the loss's own words.
-      complete(running, last_loss_.ok() ? status : last_loss_);
-      return;
-    }
-    scatter(running);
+    if (!ring_failed(running, status)) scatter(running);
   });
 }
 
 void Executor::run_staged(std::shared_ptr<Running> running) {
-  if (!formed_ || !engine_ || running->epoch != epoch_)
-    return complete(running, last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran")
-                                             : last_loss_);
+  if (ring_gone(running)) return;
   const peer_wire::Operation& op = running->planned->op;
-  ring::RingOptions options;
-  options.sequence = op.sequence;
-  options.chunk_bytes = settings_.ring_chunk_bytes;
-  options.window = settings_.ring_window;
+  const ring::RingOptions options = ring_options(op);
   const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
   std::shared_ptr<DeviceStaging> staging = running->planned->tensors[0].staging;
   const std::size_t count = op.counts.empty() ? 0 : static_cast<std::size_t>(op.counts[0]);
@@ -271,15 +277,7 @@ void Executor::run_staged(std::shared_ptr<Running> running) {
   engine_->run(std::move(make), [this, running, staging, ring_start](const Status& status) {
     if (timeline_)
       for (const auto& name : running->planned->op.names) timeline_->phase(name, "STAGED_ALLREDUCE", ring_start, Clock::now());
-    if (!status.ok()) {
-      if (formed_ && running->epoch == epoch_) {
-        held_.push_back(running);
-        hooks_.suspect(status);
-        return;
-      }
-      complete(running, last_loss_.ok() ? status : last_loss_);
-      return;
-    }
+    if (ring_failed(running, status)) return;
     staging->result_on_device();
     complete(running, Status::Ok());
   });

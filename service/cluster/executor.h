@@ -80,6 +80,11 @@ class Executor {
   void gather(std::shared_ptr<Running> running);
   void run_ring(std::shared_ptr<Running> running);
   void run_staged(std::shared_ptr<Running> running);
+  // The ring the operation was planned on is gone: completes it with the loss; true then.
+  bool ring_gone(const std::shared_ptr<Running>& running);
+  ring::RingOptions ring_options(const peer_wire::Operation& op) const;
+  // A ring task's outcome was a failure: held for the verdict, or completed with the loss; true then.
+  bool ring_failed(const std::shared_ptr<Running>& running, const Status& status);
   void scatter(std::shared_ptr<Running> running);
   void complete(std::shared_ptr<Running> running, const Status& status);
 

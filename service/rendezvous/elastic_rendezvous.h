@@ -83,7 +83,7 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   // writes the next roster when it can be decided. nullopt: not yet.
   // below_since: when the nodes there first fell short of min_nodes (zero: they did not).
   boost::asio::awaitable<Result<std::optional<std::uint32_t>>> try_place(std::chrono::steady_clock::time_point& below_since);
-  boost::asio::awaitable<void> keep_alive(std::shared_ptr<ElasticRendezvous> self);
+  static boost::asio::awaitable<void> keep_alive(std::shared_ptr<ElasticRendezvous> self);
 
   boost::asio::io_context& io_;
   std::unique_ptr<Store> store_;

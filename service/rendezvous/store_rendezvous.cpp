@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "service/rendezvous/lease_keeper.h"
 #include "service/pending_collective.h"
 #include "service/rendezvous/token_proof.h"
 
@@ -207,16 +208,8 @@ void StoreRendezvous::leave() {
       asio::detached);
 }
 
-asio::awaitable<void> StoreRendezvous::keep_alive(std::shared_ptr<StoreRendezvous> /*self*/) {
-  const auto period = std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), lease_ttl_ / 3);
-  while (!left_) {
-    co_await pause(period);
-    if (left_ || lease_ == 0) co_return;
-    Status alive = co_await store_->keep_alive(lease_);
-    if (!alive.ok())
-      RS_LOG(warn, "rendezvous") << "job '" << job_.id << "': keeping this node's registration alive failed: "
-                                 << alive.message();
-  }
+asio::awaitable<void> StoreRendezvous::keep_alive(std::shared_ptr<StoreRendezvous> self) {
+  co_await keep_lease_alive(*self->store_, self->lease_, self->left_, self->lease_ttl_, self->job_.id);
 }
 
 }  // namespace ringsync::service::rendezvous

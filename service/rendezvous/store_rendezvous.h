@@ -66,7 +66,7 @@ class StoreRendezvous final : public Rendezvous, public std::enable_shared_from_
   std::string key(const std::string& rest) const { return "/ringsync/jobs/" + job_.id + "/" + rest; }
   std::string node_key(std::uint32_t rank) const;
   boost::asio::awaitable<Status> check_meta();
-  boost::asio::awaitable<void> keep_alive(std::shared_ptr<StoreRendezvous> self);
+  static boost::asio::awaitable<void> keep_alive(std::shared_ptr<StoreRendezvous> self);
 
   boost::asio::io_context& io_;
   std::unique_ptr<Store> store_;

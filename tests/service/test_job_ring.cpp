@@ -133,9 +133,10 @@ struct Job {
       if (!n.ring->formed()) return false;
     return true;
   }
-  // Node `node`'s one rank submits an in-place f32 sum allreduce of `data`.
-  std::shared_ptr<Outcome> allreduce(int node, const std::string& name, std::vector<float>& data) {
-    auto out = std::make_shared<Outcome>();
+  // An in-place f32 sum allreduce of `count` elements at `where` from node `node`'s
+  // one rank; `done` runs when the job answers it.
+  void submit(int node, const std::string& name, std::size_t count, Contribution where, wire::Memory memory,
+              std::shared_ptr<DeviceStaging> staging, std::function<void(const Status&)> done) {
     PendingCollective p;
     p.name = name;
     p.job_id = "j";
@@ -143,15 +144,24 @@ struct Job {
     p.first_submit = Clock::now();
     Submission s;
     s.request.kind = wire::CollectiveKind::kAllreduce;
+    s.request.memory = memory;
     s.request.name = name;
     s.request.dtype = DType::kF32;
     s.request.op = ReduceOp::kSum;
-    s.request.count = data.size();
-    s.where = {reinterpret_cast<const std::byte*>(data.data()), reinterpret_cast<std::byte*>(data.data())};
+    s.request.count = count;
+    s.where = where;
     s.submitted = Clock::now();
-    s.complete = [out](const Status& status) { out->status = status; };
+    s.complete = std::move(done);
     p.submissions.push_back(std::move(s));
+    p.staging = std::move(staging);
     nodes[node].ring->local_ready(std::move(p));
+  }
+  // Node `node`'s one rank submits an in-place f32 sum allreduce of `data`.
+  std::shared_ptr<Outcome> allreduce(int node, const std::string& name, std::vector<float>& data) {
+    auto out = std::make_shared<Outcome>();
+    submit(node, name, data.size(),
+           {reinterpret_cast<const std::byte*>(data.data()), reinterpret_cast<std::byte*>(data.data())},
+           wire::Memory::kHost, nullptr, [out](const Status& status) { out->status = status; });
     return out;
   }
   // The same with `data` posing as GPU memory: staged as the daemon stages it
@@ -170,30 +180,14 @@ struct Job {
     REQUIRE(staging.ok());
     auto queue = backend.queue(0);
     REQUIRE((*staging)->stage_in(**queue).ok());
-    PendingCollective p;
-    p.name = name;
-    p.job_id = "j";
-    p.present = {true};
-    p.first_submit = Clock::now();
-    Submission s;
-    s.request.kind = wire::CollectiveKind::kAllreduce;
-    s.request.memory = wire::Memory::kDevice;
-    s.request.name = name;
-    s.request.dtype = DType::kF32;
-    s.request.op = ReduceOp::kSum;
-    s.request.count = data.size();
-    s.where = (*staging)->host_contributions()[0];
-    s.submitted = Clock::now();
     std::shared_ptr<DeviceStaging> kept = std::move(staging).value();
-    s.complete = [out, kept, &backend](const Status& status) {
-      out->status = status;
-      // The daemon's finish(): the result back to the "GPU" (a no-op once pipelined).
-      auto q = backend.queue(0);
-      if (status.ok()) out->status = kept->stage_out(**q);
-    };
-    p.submissions.push_back(std::move(s));
-    p.staging = kept;
-    nodes[node].ring->local_ready(std::move(p));
+    submit(node, name, data.size(), kept->host_contributions()[0], wire::Memory::kDevice, kept,
+           [out, kept, &backend](const Status& status) {
+             out->status = status;
+             // The daemon's finish(): the result back to the "GPU" (a no-op once pipelined).
+             auto q = backend.queue(0);
+             if (status.ok()) out->status = kept->stage_out(**q);
+           });
     return out;
   }
 };
