@@ -146,6 +146,12 @@ struct Encoder {
     auto name = b.CreateString(m.name);
     return {fb::Body::FetchState, fb::CreateFetchState(b, m.request_id, name).Union()};
   }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const NodesWaiting& m) {
+    return {fb::Body::NodesWaiting, fb::CreateNodesWaiting(b, m.request_id).Union()};
+  }
+  std::pair<fb::Body, flatbuffers::Offset<void>> operator()(const NodesWaitingReply& m) {
+    return {fb::Body::NodesWaitingReply, fb::CreateNodesWaitingReply(b, m.request_id, m.waiting).Union()};
+  }
 };
 
 Result<Message> decode_collective(const fb::Collective& c) {
@@ -309,6 +315,12 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       const auto* m = frame->body_as_FetchState();
       if (!m->name() || m->name()->size() == 0) return Status::ProtocolError("fetch-state without a name");
       return Message(FetchState{m->request_id(), m->name()->str()});
+    }
+    case fb::Body::NodesWaiting:
+      return Message(NodesWaiting{frame->body_as_NodesWaiting()->request_id()});
+    case fb::Body::NodesWaitingReply: {
+      const auto* m = frame->body_as_NodesWaitingReply();
+      return Message(NodesWaitingReply{m->request_id(), m->waiting()});
     }
     case fb::Body::NONE:
       break;

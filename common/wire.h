@@ -16,8 +16,8 @@
 namespace ringsync::wire {
 
 // Version 2 added device buffers (RegisterDevice, Collective::memory); 3 the
-// job's description in the hello, Heartbeat and Leave; 4 KeepState and
-// FetchState. Both sides insist on the same version in the hello, so a mixed
+// job's description in the hello, Heartbeat and Leave; 4 KeepState,
+// FetchState, NodesWaiting and the elastic range in the hello. Both sides insist on the same version in the hello, so a mixed
 // pair fails there with a message naming both versions.
 inline constexpr std::uint32_t kProtocolVersion = 4;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
@@ -159,9 +159,18 @@ struct FetchState {
   std::string name;
 };
 
+// How many nodes wait to join the job's next run (elastic jobs with room).
+struct NodesWaiting {
+  std::uint64_t request_id = 0;
+};
+struct NodesWaitingReply {
+  std::uint64_t request_id = 0;
+  std::uint32_t waiting = 0;
+};
+
 using Message = std::variant<Hello, HelloReply, AllocBuffer, AllocReply, FreeBuffer, Collective, Completion,
                              RegisterDevice, RegisterDeviceReply, UnregisterDevice, Heartbeat, Leave, KeepState,
-                             FetchState>;
+                             FetchState, NodesWaiting, NodesWaitingReply>;
 
 // One frame: 4-byte little-endian body length, then the FlatBuffers body.
 std::vector<std::uint8_t> encode(const Message& message);

@@ -77,6 +77,10 @@ Status Daemon::on_message(const std::shared_ptr<ClientSession>& session, wire::M
         } else if constexpr (std::is_same_v<T, wire::FetchState>) {
           on_fetch_state(session, m);
           return Status::Ok();
+        } else if constexpr (std::is_same_v<T, wire::NodesWaiting>) {
+          const cluster::JobRing* ring = ring_of(session->membership->job_id);
+          session->send(wire::NodesWaitingReply{m.request_id, ring ? ring->nodes_waiting() : 0u});
+          return Status::Ok();
         } else {
           return Status::ProtocolError("a client may not send a reply message");
         }

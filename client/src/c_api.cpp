@@ -240,6 +240,18 @@ rs_status_t rs_fetch_state(rs_context_t* ctx, const char* name, void** ptr, size
   });
 }
 
+rs_status_t rs_nodes_waiting(rs_context_t* ctx, int* waiting) noexcept {
+  return guarded("rs_nodes_waiting", [&] {
+    if (!ctx) return invalid("rs_nodes_waiting", "ctx is NULL; pass the context from rs_connect()");
+    if (!waiting) return invalid("rs_nodes_waiting", "waiting is NULL; it receives the count");
+    *waiting = 0;
+    auto counted = ctx->impl->nodes_waiting();
+    if (!counted.ok()) return report(counted.status());
+    *waiting = static_cast<int>(*counted);
+    return RS_SUCCESS;
+  });
+}
+
 rs_status_t rs_allreduce_async(rs_context_t* ctx, const char* name, const void* sendbuf,
                                void* recvbuf, size_t count, rs_dtype_t dtype, rs_op_t op,
                                rs_request_t** request) noexcept {

@@ -262,6 +262,19 @@ Status Context::dispatch(wire::Message& message) {
   if (const auto* done = std::get_if<wire::Completion>(&message)) return on_completion(*done);
   if (const auto* registered = std::get_if<wire::RegisterDeviceReply>(&message))
     return on_register_reply(*registered);
+  if (const auto* waiting = std::get_if<wire::NodesWaitingReply>(&message)) {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(waiting->request_id);
+    if (it == pending_.end() || !std::holds_alternative<std::shared_ptr<PendingRegistration>>(it->second))
+      return Status::ProtocolError("ringsyncd answered a question " + std::to_string(waiting->request_id) +
+                                   " that was never asked");
+    auto wait = std::get<std::shared_ptr<PendingRegistration>>(it->second);
+    pending_.erase(it);
+    wait->value = waiting->waiting;
+    wait->done = true;
+    alloc_cv_.notify_all();
+    return Status::Ok();
+  }
   return Status::ProtocolError("ringsyncd sent a message a client never expects (type index " +
                                std::to_string(message.index()) + ")");
 }

@@ -71,6 +71,8 @@ class Context {
   // The state `name` kept for this local rank, in a new buffer (as from alloc());
   // {nullptr, 0} when none is kept.
   Result<std::pair<void*, std::size_t>> fetch_state(std::string_view name);
+  // Nodes waiting to join the job's next run (elastic jobs with room; else 0).
+  Result<std::uint32_t> nodes_waiting();
 
   // Validates, places (zero copy or staged), copies in and sends one collective.
   // The returned state completes when the daemon answers or the connection ends.
@@ -103,6 +105,7 @@ class Context {
   struct PendingRegistration {
     bool done = false;
     Status result;
+    std::uint32_t value = 0;  // what a reply with a number says (NodesWaitingReply)
   };
   struct PendingCollective {
     std::shared_ptr<RequestState> state;

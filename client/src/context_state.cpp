@@ -61,4 +61,19 @@ Result<std::pair<void*, std::size_t>> Context::fetch_state(std::string_view name
   return std::pair<void*, std::size_t>{ptr, bytes};
 }
 
+Result<std::uint32_t> Context::nodes_waiting() {
+  const std::uint64_t id = next_request_id_++;
+  auto wait = std::make_shared<PendingRegistration>();
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return *closed_;
+    pending_.emplace(id, wait);
+  }
+  if (Status s = connection_->send(wire::NodesWaiting{id}); !s.ok()) fail_connection(s);
+  await_reply([&] { return wait->done; });
+  std::lock_guard lock(mu_);
+  if (!wait->result.ok()) return wait->result;
+  return wait->value;
+}
+
 }  // namespace ringsync::client

@@ -98,6 +98,8 @@ class JobRing {
   const JobSpec& job() const { return job_; }
   std::uint32_t node_rank() const { return job_.node_rank; }
   std::uint32_t num_nodes() const { return job_.num_nodes; }
+  // Nodes waiting to join the job's next run (Rendezvous::nodes_waiting).
+  std::uint32_t nodes_waiting() const { return rendezvous_ ? rendezvous_->nodes_waiting() : 0; }
   std::uint32_t slots() const { return job_.slots; }
   const std::string& job_id() const { return job_.id; }
   bool formed() const { return membership_->formed(); }

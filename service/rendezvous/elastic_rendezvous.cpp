@@ -121,7 +121,10 @@ asio::awaitable<Result<std::uint32_t>> ElasticRendezvous::join(std::optional<std
     if (left_) co_return Status::Closed("the rendezvous of job '" + job_.id + "' was left");
     auto placed = co_await try_place(below_since);
     if (!placed.ok()) co_return fail(placed.status());
-    if (*placed) co_return **placed;
+    if (*placed) {
+      if (placed_.nodes.size() < job_.max_nodes) asio::co_spawn(io_, watch_waiting(self), asio::detached);
+      co_return **placed;
+    }
     co_await pause(kPollInterval);
   }
 }
@@ -158,14 +161,9 @@ asio::awaitable<Result<std::optional<std::uint32_t>>> ElasticRendezvous::try_pla
   // run goes on (a spare waits for as long), or their lease has yet to expire
   // (a lost node's does within --rendezvous-lease), or they are on their way
   // back. Only fewer nodes than the minimum is given up on.
-  auto marked = co_await store_->list(key("lost/"));
-  if (!marked.ok()) co_return marked.status();
-  std::vector<RosterNode> lost;
-  for (const auto& e : *marked) {
-    json j = json::parse(e.value, nullptr, false);
-    if (j.is_object()) lost.push_back({j.value("address", ""), j.value("revision", std::int64_t{0})});
-  }
-  NextRoster next = next_roster(current, registered, {job_.min_nodes, job_.max_nodes, job_.first_nodes}, lost);
+  auto lost = co_await lost_marks();
+  if (!lost.ok()) co_return lost.status();
+  NextRoster next = next_roster(current, registered, {job_.min_nodes, job_.max_nodes, job_.first_nodes}, *lost);
   if (next.kind != NextRoster::Kind::kReady) {
     if (next.why != last_wait_) {
       last_wait_ = next.why;
@@ -237,6 +235,39 @@ void ElasticRendezvous::log_change(const Roster& before, const Roster& after) co
   RS_LOG(info, "rendezvous") << "job '" << job_.id << "': run " << after.epoch << " of " << after.nodes.size()
                              << " node(s)" << (before.epoch > 0 ? " after run " + std::to_string(before.epoch) : "")
                              << (left.empty() ? "" : "; left: " + left) << (joined.empty() ? "" : "; joined: " + joined);
+}
+
+asio::awaitable<void> ElasticRendezvous::watch_waiting(std::shared_ptr<ElasticRendezvous> self) {
+  while (!self->left_) {
+    co_await pause(std::chrono::seconds(1));
+    if (self->left_) co_return;
+    auto members = co_await self->store_->list(self->key("members/"));
+    if (!members.ok()) continue;  // the next look, or the next reset, tells
+    auto lost = co_await self->lost_marks();
+    if (!lost.ok()) continue;
+    std::uint32_t waiting = 0;
+    for (const auto& e : *members) {
+      const std::string address = address_of(e);
+      if (!address.empty() && is_newcomer(self->placed_, {address, e.mod_revision}, *lost)) ++waiting;
+    }
+    const auto room = static_cast<std::uint32_t>(self->job_.max_nodes - self->placed_.nodes.size());
+    waiting = std::min(waiting, room);
+    if (waiting != self->waiting_)
+      RS_LOG(info, "rendezvous") << "job '" << self->job_.id << "': " << waiting
+                                 << " node(s) wait to join its next run";
+    self->waiting_ = waiting;
+  }
+}
+
+asio::awaitable<Result<std::vector<RosterNode>>> ElasticRendezvous::lost_marks() {
+  auto marked = co_await store_->list(key("lost/"));
+  if (!marked.ok()) co_return marked.status();
+  std::vector<RosterNode> lost;
+  for (const auto& e : *marked) {
+    json j = json::parse(e.value, nullptr, false);
+    if (j.is_object()) lost.push_back({j.value("address", ""), j.value("revision", std::int64_t{0})});
+  }
+  co_return lost;
 }
 
 void ElasticRendezvous::report_lost(std::uint32_t node) {

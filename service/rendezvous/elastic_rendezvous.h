@@ -74,6 +74,8 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   std::optional<std::uint32_t> num_nodes() const override;
   // Marks the placed roster's node `node` lost (/ringsync/jobs/<job>/lost/<address>).
   void report_lost(std::uint32_t node) override;
+  // Seen by a watch of the registrations (every second while the run goes on).
+  std::uint32_t nodes_waiting() const override { return waiting_; }
 
  private:
   std::string key(const std::string& rest) const { return "/ringsync/jobs/" + job_.id + "/" + rest; }
@@ -84,6 +86,10 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   // below_since: when the nodes there first fell short of min_nodes (zero: they did not).
   boost::asio::awaitable<Result<std::optional<std::uint32_t>>> try_place(std::chrono::steady_clock::time_point& below_since);
   static boost::asio::awaitable<void> keep_alive(std::shared_ptr<ElasticRendezvous> self);
+  // The registrations nodes saw lost (/ringsync/jobs/<job>/lost/).
+  boost::asio::awaitable<Result<std::vector<RosterNode>>> lost_marks();
+  // While placed and not left: counts registrations the roster has no place for.
+  static boost::asio::awaitable<void> watch_waiting(std::shared_ptr<ElasticRendezvous> self);
 
   boost::asio::io_context& io_;
   std::unique_ptr<Store> store_;
@@ -98,6 +104,7 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   Roster placed_;               // the roster that placed this node
   Roster seen_;                 // the last roster seen before that (the last run)
   std::string last_wait_;       // what it last logged it waits for
+  std::uint32_t waiting_ = 0;   // nodes_waiting()
 };
 
 }  // namespace ringsync::service::rendezvous

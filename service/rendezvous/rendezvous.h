@@ -39,6 +39,10 @@ class Rendezvous {
   // The formed ring lost `node` (its verdict named it): an elastic job's next
   // roster counts it gone at once instead of waiting for its lease.
   virtual void report_lost(std::uint32_t /*node*/) {}
+  // Nodes registered for the job that its current run has no place for yet,
+  // up to the room it has (elastic jobs; 0 otherwise): they join at the next
+  // run, which the trainers may start at a step boundary.
+  virtual std::uint32_t nodes_waiting() const { return 0; }
 };
 
 // The node list the trainers gave (RINGSYNC_NODES) or the daemon's flags:

@@ -30,6 +30,13 @@ Result<Roster> parse_roster(const std::string& text) {
   return r;
 }
 
+bool is_newcomer(const Roster& current, const Registration& r, const std::vector<RosterNode>& lost) {
+  const auto same = [&](const RosterNode& n) { return n.address == r.address; };
+  const auto marked = [&](const RosterNode& n) { return n.address == r.address && n.revision == r.revision; };
+  return std::none_of(current.nodes.begin(), current.nodes.end(), same) &&
+         std::none_of(lost.begin(), lost.end(), marked);
+}
+
 NextRoster next_roster(const Roster& current, std::vector<Registration> registered, const RosterShape& shape,
                        const std::vector<RosterNode>& lost) {
   std::sort(registered.begin(), registered.end(), [](const Registration& a, const Registration& b) {
@@ -74,11 +81,8 @@ NextRoster next_roster(const Roster& current, std::vector<Registration> register
     return out;
   }
   std::vector<RosterNode> newcomers;
-  for (const auto& r : registered) {
-    const bool known = std::any_of(current.nodes.begin(), current.nodes.end(),
-                                   [&](const RosterNode& n) { return n.address == r.address; });
-    if (!known) newcomers.push_back({r.address, r.revision});
-  }
+  for (const auto& r : registered)
+    if (is_newcomer(current, r, lost)) newcomers.push_back({r.address, r.revision});
   std::size_t next_newcomer = 0;
   for (auto& place : places)
     if (!place && next_newcomer < newcomers.size()) place = newcomers[next_newcomer++];

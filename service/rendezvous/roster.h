@@ -56,6 +56,10 @@ struct NextRoster {
 // grows up to max_nodes. A node of `current` still registered as it was (its
 // run goes on, or its registration has yet to expire) is waited for, unless
 // `lost` names that registration (a node of the run saw it lost).
+// Whether a registration could join after `current`: not one of its nodes, and
+// not a registration a node saw lost (a dead node's, until its lease runs out).
+bool is_newcomer(const Roster& current, const Registration& r, const std::vector<RosterNode>& lost);
+
 NextRoster next_roster(const Roster& current, std::vector<Registration> registered, const RosterShape& shape,
                        const std::vector<RosterNode>& lost = {});
 

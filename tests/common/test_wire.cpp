@@ -99,6 +99,10 @@ TEST_CASE("every message survives encode and decode") {
   auto fetch = std::get<FetchState>(round_trip(FetchState{9, "model+optimizer"}));
   CHECK(fetch.request_id == 9);
   CHECK(fetch.name == "model+optimizer");
+  CHECK(std::get<NodesWaiting>(round_trip(NodesWaiting{11})).request_id == 11);
+  auto waiting = std::get<NodesWaitingReply>(round_trip(NodesWaitingReply{12, 3}));
+  CHECK(waiting.request_id == 12);
+  CHECK(waiting.waiting == 3);
 }
 
 TEST_CASE("a kept state without a name is refused") {

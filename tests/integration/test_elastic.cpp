@@ -249,3 +249,32 @@ TEST_CASE("elastic: below the minimum every rank fails with a clear error in bou
   MESSAGE("the survivors gave up ", seconds, " s after the kill (--elastic-timeout 8s)");
   CHECK(e.cluster.stop_all().empty());
 }
+
+TEST_CASE("elastic: a node that comes while a run of 2 goes on joins it at the next step boundary, losing no step") {
+  REQUIRE_ELASTIC_HOSTS();
+  const json expected = reference();
+  ElasticCluster e(3);
+  RankGroup ranks(e.cluster, "grow");
+  for (int node = 0; node < 2; ++node) e.start_trainer(ranks, node, 2, 3, 2);
+  REQUIRE_MESSAGE(reached(ranks, 0, 3, 90s), ranks.report(), e.cluster.logs());
+  e.start_trainer(ranks, 2, 2, 3, 2);  // a third node arrives
+  const auto codes = ranks.wait(150s);
+  CHECK_MESSAGE(all_equal(codes, 0), ranks.report(), e.cluster.logs());
+  for (int index : {0, 1, 2}) {
+    const TrainerRun run = parse(ranks.output(index));
+    REQUIRE_MESSAGE(!run.result.is_null(), ranks.report());
+    CHECK(run.result["size"] == 3);
+    CHECK(max_difference(run.result["weights"], expected["weights"]) < 1e-4);
+    CHECK(redone(run) == 0);  // the run ended at a commit: nothing to redo
+  }
+  const TrainerRun first = parse(ranks.output(0)), newcomer = parse(ranks.output(2));
+  CHECK(first.result["resets"] == 1);
+  CHECK(first.result["steps_lost"] == 0);
+  std::set<int> sizes;
+  for (const auto& s : first.steps) sizes.insert(s.value("size", 0));
+  CHECK(sizes == std::set<int>{2, 3});
+  CHECK(newcomer.steps.front().value("step", 0) > 3);  // it started from the synced state
+  const std::string said = e.cluster.log(0) + e.cluster.log(1);
+  CHECK_MESSAGE(said.find("node(s) wait to join its next run") != std::string::npos, e.cluster.logs());
+  CHECK(e.cluster.stop_all().empty());
+}

@@ -249,3 +249,16 @@ TEST_CASE("elastic rendezvous: a node its run saw lost is replaced at once, befo
   spare->leave();
   nodes.at(lost)->leave();
 }
+
+TEST_CASE("roster: a registration seen lost is no newcomer, though it is still there") {
+  const RosterShape shape{2, 3, 3};
+  const Roster after_loss = run(4, {{"a:1", 20}, {"c:1", 21}});  // b was lost in run 3
+  // b's registration of run 3 is still there (its lease has yet to run out), marked lost.
+  const std::vector<RosterNode> lost{{"b:1", 11}};
+  CHECK_FALSE(is_newcomer(after_loss, {"b:1", 11}, lost));
+  CHECK(is_newcomer(after_loss, {"b:1", 30}, lost));  // b registered again: it may join
+  CHECK(is_newcomer(after_loss, {"s:1", 7}, lost));
+  auto next = next_roster(after_loss, {{"a:1", 40}, {"c:1", 41}, {"b:1", 11}}, shape, lost);
+  REQUIRE(next.kind == NextRoster::Kind::kReady);
+  CHECK(addresses(next.roster) == std::vector<std::string>{"a:1", "c:1"});
+}

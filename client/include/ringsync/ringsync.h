@@ -156,6 +156,13 @@ RINGSYNC_API rs_status_t rs_keep_state(rs_context_t* ctx, const char* name, cons
 RINGSYNC_API rs_status_t rs_fetch_state(rs_context_t* ctx, const char* name, void** ptr,
                                         size_t* bytes) RINGSYNC_NOEXCEPT;
 
+/* How many nodes wait to join this job's next run (*waiting): an elastic job
+ * (RINGSYNC_MIN_NODES/RINGSYNC_MAX_NODES) whose current run has room for them;
+ * 0 for every other job. The ranks learn of them at different moments: agree
+ * (e.g. an allreduce of the count with RS_MAX) before ending the run at a step
+ * boundary so that they join, as ringsync.elastic does at each commit. */
+RINGSYNC_API rs_status_t rs_nodes_waiting(rs_context_t* ctx, int* waiting) RINGSYNC_NOEXCEPT;
+
 /* Ranks below are global ranks (rs_rank(): the local rank on a one-node daemon).
  *
  * Allreduce of `count` elements across the job's ranks. Every rank's recvbuf

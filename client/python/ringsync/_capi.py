@@ -48,6 +48,7 @@ _SIGNATURES = {
     "rs_keep_state": (c_status, [c_ctx_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]),
     "rs_fetch_state": (c_status, [c_ctx_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
                                   ctypes.POINTER(ctypes.c_size_t)]),
+    "rs_nodes_waiting": (c_status, [c_ctx_p, ctypes.POINTER(ctypes.c_int)]),
     "rs_allreduce_async": (c_status, [c_ctx_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
                                       ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                                       ctypes.POINTER(c_req_p)]),

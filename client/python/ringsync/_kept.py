@@ -50,6 +50,14 @@ def fetch_state(name):
       lib.rs_free(connection.ctx, buffer)
 
 
+def nodes_waiting():
+  """How many nodes wait to join the job's next run (elastic jobs with room; else 0)."""
+  with _context.use() as connection:
+    count = ctypes.c_int()
+    _capi.call(_capi.lib().rs_nodes_waiting, connection.ctx, ctypes.byref(count))
+    return count.value
+
+
 def _encode(name):
   if not isinstance(name, str) or not name:
     raise TypeError("a kept state's name must be a non-empty str")

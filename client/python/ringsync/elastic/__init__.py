@@ -23,7 +23,7 @@ every rank's state the newest commit any rank holds (sync()) and calls the funct
 See docs/elastic.md for the guarantees and the membership rules.
 """
 
-from ._run import is_membership_error, run
+from ._run import MembershipChange, is_membership_error, run
 from ._state import ObjectState, State, TorchState
 
-__all__ = ["State", "ObjectState", "TorchState", "run", "is_membership_error"]
+__all__ = ["State", "ObjectState", "TorchState", "run", "is_membership_error", "MembershipChange"]

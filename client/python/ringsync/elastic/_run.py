@@ -7,8 +7,21 @@ import time
 
 from ..errors import RingsyncError
 
-# Failures of the job, not of this call: a rank or node went away, the ring it ran on is gone.
-_MEMBERSHIP_STATUSES = ("PEER_LOST", "CLOSED")
+# Failures of the job, not of this call: a rank or node went away, the ring it ran on is gone;
+# or the ranks ended the run at a commit so that waiting nodes join the next.
+_MEMBERSHIP_STATUSES = ("PEER_LOST", "CLOSED", "MEMBERSHIP_CHANGE")
+
+
+class MembershipChange(RingsyncError):
+  """Raised by State.commit() on every rank at the same commit when nodes wait to join an
+  elastic job: @run starts the next run with them (nothing is lost: the state was just
+  committed)."""
+
+  def __init__(self, message):
+    super().__init__("MEMBERSHIP_CHANGE", message)
+
+  def __reduce__(self):
+    return (type(self), (self.message,))
 
 
 def is_membership_error(error):
@@ -62,7 +75,8 @@ def _reset(state, error, reconnect_timeout):
   before = state.commits
   state.restore()
   state.resets += 1
-  state.steps_lost += 1 + max(0, before - state.commits)
+  if not isinstance(error, MembershipChange):  # a planned end costs nothing: it follows a commit
+    state.steps_lost += 1 + max(0, before - state.commits)
   print("ringsync.elastic: %s; back to commit %d, connecting again (reset %d)"
         % (error, state.commits, state.resets), file=sys.stderr, flush=True)
   rs.shutdown()

@@ -21,15 +21,19 @@ class State:
   keep_in_daemon: also keep each commit in the node's ringsyncd (needs ringsync.init()).
   durable_dir: a folder where every `durable_every`-th commit is also written (atomically,
   one file per rank), for a restart of the whole job; None: no disk writes.
+  grow: in an elastic job (RINGSYNC_MAX_NODES set), every commit asks whether nodes wait to
+  join and, when one does, all ranks end the run at that commit together (MembershipChange),
+  so that @run starts the next one with them, losing no step.
   """
 
   def __init__(self, name="ringsync.elastic", keep_in_daemon=True, durable_dir=None,
-               durable_every=1, **values):
+               durable_every=1, grow=True, **values):
     object.__setattr__(self, "_values", dict(values))
     self._name = name
     self._keep_in_daemon = keep_in_daemon
     self._durable_dir = durable_dir
     self._durable_every = max(1, int(durable_every))
+    self._grow = grow
     self._committed = None   # bytes of the last commit
     self.commits = 0         # commits made (or adopted from another rank by sync())
     self.resets = 0          # failures this rank has recovered from
@@ -71,6 +75,25 @@ class State:
         _kept.keep_state(self._name, self._committed)
     if self._durable_dir is not None and self.commits % self._durable_every == 0:
       self._write_durable(self._committed)
+    self._end_run_if_nodes_wait()
+
+  def _end_run_if_nodes_wait(self):
+    """Elastic jobs: at this commit, do nodes wait to join? The ranks learn of them at
+    different moments, so they agree first (the most any rank saw); then all of them end
+    the run here, at the same step."""
+    if not self._grow or not os.environ.get("RINGSYNC_MAX_NODES"):
+      return
+    from .. import _context, _kept
+    if not _context.is_initialized():
+      return
+    import numpy as np
+    import ringsync as rs
+    from ._run import MembershipChange
+    seen = _kept.nodes_waiting()
+    agreed = int(rs.allreduce(np.array([seen], dtype=np.int64), op=rs.Max, name=self._name + ".waiting")[0])
+    if agreed > 0:
+      raise MembershipChange("%d node(s) wait to join the job: this run ends at commit %d for them"
+                             % (agreed, self.commits))
 
   def restore(self):
     """Puts the state back to its last commit (nothing happens before the first)."""
