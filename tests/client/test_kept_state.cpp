@@ -114,4 +114,5 @@ TEST_CASE("kept state through the C++ wrapper: keep_state copies, fetch_state re
   const auto kept = again.fetch_state("model");
   CHECK(std::string(reinterpret_cast<const char*>(kept.data()), kept.size()) == text);
   CHECK_THROWS_AS(again.keep_state("", std::as_bytes(std::span(text.data(), text.size()))), ringsync::Error);
+  CHECK(again.nodes_waiting() == 0);  // a job of this node alone: never anyone waiting
 }

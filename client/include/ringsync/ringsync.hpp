@@ -345,6 +345,12 @@ class Context {
     std::memcpy(buffer.data(), bytes.data(), bytes.size());
     detail::check(rs_keep_state(ctx_.get(), name.c_str(), buffer.data(), bytes.size()));
   }
+  // Nodes waiting to join the job's next run (rs_nodes_waiting; elastic jobs).
+  int nodes_waiting() {
+    int waiting = 0;
+    detail::check(rs_nodes_waiting(ctx_.get(), &waiting));
+    return waiting;
+  }
   std::vector<std::byte> fetch_state(const std::string& name) {
     void* ptr = nullptr;
     std::size_t bytes = 0;
