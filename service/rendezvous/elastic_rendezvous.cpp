@@ -144,10 +144,9 @@ asio::awaitable<Result<std::optional<std::uint32_t>>> ElasticRendezvous::try_pla
     for (std::size_t i = 0; i < current.nodes.size(); ++i)
       if (current.nodes[i].address == job_.address && current.nodes[i].revision == revision_) {
         placed_ = current;
-        log_change(seen_, placed_);
+        log_change(placed_);
         co_return Placed(static_cast<std::uint32_t>(i));
       }
-    seen_ = current;
   }
   auto members = co_await store_->list(key("members/"));
   if (!members.ok()) co_return members.status();
@@ -222,19 +221,15 @@ asio::awaitable<Result<std::uint64_t>> ElasticRendezvous::next_epoch() {
   co_return placed_.epoch;
 }
 
-void ElasticRendezvous::log_change(const Roster& before, const Roster& after) const {
+void ElasticRendezvous::log_change(const Roster& after) const {
   std::string left, joined;
-  const auto has = [](const Roster& r, const std::string& address) {
-    return std::any_of(r.nodes.begin(), r.nodes.end(), [&](const RosterNode& n) { return n.address == address; });
-  };
-  for (const auto& n : before.nodes)
-    if (!has(after, n.address)) left += (left.empty() ? "" : ", ") + n.address;
+  for (const auto& a : after.left) left += (left.empty() ? "" : ", ") + a;
   for (std::size_t i = 0; i < after.nodes.size(); ++i)
-    if (before.epoch > 0 && !has(before, after.nodes[i].address))
+    if (std::find(after.joined.begin(), after.joined.end(), after.nodes[i].address) != after.joined.end())
       joined += (joined.empty() ? "" : ", ") + after.nodes[i].address + " as node " + std::to_string(i);
   RS_LOG(info, "rendezvous") << "job '" << job_.id << "': run " << after.epoch << " of " << after.nodes.size()
-                             << " node(s)" << (before.epoch > 0 ? " after run " + std::to_string(before.epoch) : "")
-                             << (left.empty() ? "" : "; left: " + left) << (joined.empty() ? "" : "; joined: " + joined);
+                             << " node(s)" << (left.empty() ? "" : "; left: " + left)
+                             << (joined.empty() ? "" : "; joined: " + joined);
 }
 
 asio::awaitable<void> ElasticRendezvous::watch_waiting(std::shared_ptr<ElasticRendezvous> self) {

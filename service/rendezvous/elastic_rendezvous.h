@@ -98,11 +98,10 @@ class ElasticRendezvous final : public Rendezvous, public std::enable_shared_fro
   Store::Lease lease_ = 0;
   std::int64_t revision_ = 0;  // of this node's registration
   bool left_ = false;
-  // "run 7 of 3 node(s) after run 6; left: A; joined: B as node 1".
-  void log_change(const Roster& before, const Roster& after) const;
+  // "run 7 of 3 node(s); left: A; joined: B as node 1" (the roster says what changed).
+  void log_change(const Roster& after) const;
 
   Roster placed_;               // the roster that placed this node
-  Roster seen_;                 // the last roster seen before that (the last run)
   std::string last_wait_;       // what it last logged it waits for
   std::uint32_t waiting_ = 0;   // nodes_waiting()
 };

@@ -12,7 +12,10 @@ using nlohmann::json;
 std::string roster_json(const Roster& roster) {
   json nodes = json::array();
   for (const auto& n : roster.nodes) nodes.push_back({{"address", n.address}, {"revision", n.revision}});
-  return json{{"epoch", roster.epoch}, {"nodes", nodes}}.dump();
+  json out{{"epoch", roster.epoch}, {"nodes", nodes}};
+  if (!roster.left.empty()) out["left"] = roster.left;
+  if (!roster.joined.empty()) out["joined"] = roster.joined;
+  return out.dump();
 }
 
 Result<Roster> parse_roster(const std::string& text) {
@@ -26,6 +29,14 @@ Result<Roster> parse_roster(const std::string& text) {
     if (!n.is_object() || !n.contains("address") || !n["address"].is_string())
       return Status::InvalidArgument("a roster node without an address: " + text.substr(0, 200));
     r.nodes.push_back({n["address"].get<std::string>(), n.value("revision", std::int64_t{0})});
+  }
+  for (const char* field : {"left", "joined"}) {
+    if (!j.contains(field)) continue;
+    auto& into = std::string_view(field) == "left" ? r.left : r.joined;
+    for (const auto& a : j[field]) {
+      if (!a.is_string()) return Status::InvalidArgument(std::string("a roster's '") + field + "' is not a list of addresses: " + text.substr(0, 200));
+      into.push_back(a.get<std::string>());
+    }
   }
   return r;
 }
@@ -97,6 +108,13 @@ NextRoster next_roster(const Roster& current, std::vector<Registration> register
               std::to_string(current.nodes.size()) + ")";
     return out;
   }
+  const auto in = [](const std::vector<RosterNode>& nodes, const std::string& address) {
+    return std::any_of(nodes.begin(), nodes.end(), [&](const RosterNode& n) { return n.address == address; });
+  };
+  for (const auto& n : current.nodes)
+    if (!in(out.roster.nodes, n.address)) out.roster.left.push_back(n.address);
+  for (const auto& n : out.roster.nodes)
+    if (!in(current.nodes, n.address)) out.roster.joined.push_back(n.address);
   out.kind = NextRoster::Kind::kReady;
   return out;
 }

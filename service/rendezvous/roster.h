@@ -20,6 +20,10 @@ struct RosterNode {
 struct Roster {
   std::uint64_t epoch = 0;  // 0: no roster yet
   std::vector<RosterNode> nodes;
+  // What changed from the run before, written with the roster so that every
+  // node logs the same change, however late it first looks.
+  std::vector<std::string> left;    // addresses of the last run not in this one
+  std::vector<std::string> joined;  // addresses in this run not in the last one
   std::int64_t store_revision = 0;  // of the roster key, for compare-and-swap (0: absent)
 };
 

@@ -30,7 +30,13 @@ std::vector<std::string> addresses(const Roster& r) {
   return out;
 }
 
-Roster run(std::uint64_t epoch, std::vector<RosterNode> nodes) { return Roster{epoch, std::move(nodes), 42}; }
+Roster run(std::uint64_t epoch, std::vector<RosterNode> nodes) {
+  Roster r;
+  r.epoch = epoch;
+  r.nodes = std::move(nodes);
+  r.store_revision = 42;
+  return r;
+}
 
 }  // namespace
 
@@ -61,6 +67,14 @@ TEST_CASE("roster: survivors keep their places, a spare takes the lost node's, h
   CHECK(addresses(spare.roster) == std::vector<std::string>{"a:1", "s:1", "c:1"});
   CHECK(spare.roster.nodes[0].revision == 20);
   CHECK(spare.roster.store_revision == 42);  // what the roster key is swapped from
+  // The roster says what changed, so a node that first reads it after it was written logs the same.
+  CHECK(spare.roster.left == std::vector<std::string>{"b:1"});
+  CHECK(spare.roster.joined == std::vector<std::string>{"s:1"});
+  auto read_back = parse_roster(roster_json(spare.roster));
+  REQUIRE(read_back.ok());
+  CHECK(read_back->left == spare.roster.left);
+  CHECK(read_back->joined == spare.roster.joined);
+  CHECK(!parse_roster(R"({"epoch":2,"nodes":[],"left":[3]})").ok());
   // No spare: c moves up.
   auto fewer = next_roster(last, {{"a:1", 20}, {"c:1", 21}}, shape);
   REQUIRE(fewer.kind == NextRoster::Kind::kReady);
@@ -69,6 +83,8 @@ TEST_CASE("roster: survivors keep their places, a spare takes the lost node's, h
   auto grown = next_roster(last, {{"a:1", 20}, {"b:1", 22}, {"c:1", 21}, {"n:1", 23}, {"m:1", 24}}, shape);
   REQUIRE(grown.kind == NextRoster::Kind::kReady);
   CHECK(addresses(grown.roster) == std::vector<std::string>{"a:1", "b:1", "c:1", "n:1"});
+  CHECK(grown.roster.left.empty());
+  CHECK(grown.roster.joined == std::vector<std::string>{"n:1"});
 }
 
 TEST_CASE("roster: below min_nodes it says so; a node still registered from the last run is waited for") {
