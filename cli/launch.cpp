@@ -26,13 +26,17 @@ std::string daemon_program(const std::string& self) {
   return (fs::path(self).parent_path() / "ringsyncd").string();
 }
 
-std::string summary(const NodeDaemons& daemons, const LaunchOptions& o) {
+// `records`: where the daemons' metrics addresses are, for ringsync top.
+std::string summary(const NodeDaemons& daemons, const LaunchOptions& o, const fs::path& records) {
   std::string line = std::to_string(o.nodes) + " node(s) x " + std::to_string(o.slots) + " slot(s) = " +
                      std::to_string(o.nodes * o.slots) + " rank(s) of job '" + o.job_id + "'; metrics:";
+  bool any = false;
   for (int i = 0; i < daemons.size(); ++i) {
     line += (i ? ", node " : " node ") + std::to_string(i) + " ";
     line += daemons.metrics(i).empty() ? "off" : "http://" + daemons.metrics(i) + "/metrics";
+    any = any || !daemons.metrics(i).empty();
   }
+  if (any) line += "; watch them: ringsync top --launch-dir " + records.string();
   return line;
 }
 
@@ -132,7 +136,7 @@ int run_launch(const LaunchPlan& plan, const std::string& self, const LaunchHook
   if (hooks.daemons_ready)
     hooks.daemons_ready(*daemons);
   else
-    say(plan.tool, summary(*daemons, o));
+    say(plan.tool, summary(*daemons, o, log_dir));
 
   RanksSpec ranks = ranks_of(plan, *program);
   for (int i = 0; i < daemons->size(); ++i) ranks.sockets.push_back(daemons->socket(i));

@@ -201,7 +201,13 @@ Result<NodeDaemons> NodeDaemons::start(const DaemonSpec& spec, const std::functi
       }
       std::this_thread::sleep_for(10ms);
     }
-    if (failure.ok()) return d;
+    if (failure.ok()) {
+      if (Status recorded = d.record_metrics_addresses(); !recorded.ok()) {
+        d.stop(5s);
+        return recorded;
+      }
+      return d;
+    }
     d.stop(5s);
     if (attempt == 0) {
       first_failure = failure;
@@ -211,6 +217,22 @@ Result<NodeDaemons> NodeDaemons::start(const DaemonSpec& spec, const std::functi
                             "(a first start had failed too; this was the second, on new ports)");
   }
   return first_failure;
+}
+
+Status NodeDaemons::record_metrics_addresses() const {
+  std::string text = "# ringsync launch: the daemons' metrics addresses (ringsync top --launch-dir DIR)\n";
+  for (const auto& node : nodes_)
+    if (!node.metrics.empty()) text += node.metrics + "\n";
+  for (const fs::path& dir : {spec_.run_dir, spec_.log_dir}) {
+    // Whole or not at all for a reader: written aside, then renamed into place.
+    const fs::path file = dir / kMetricsAddressesFile;
+    const fs::path partial = dir / (std::string(kMetricsAddressesFile) + ".partial");
+    std::ofstream(partial) << text;
+    std::error_code ec;
+    fs::rename(partial, file, ec);
+    if (ec) return Status::Internal("cannot write " + file.string() + ": " + ec.message());
+  }
+  return Status::Ok();
 }
 
 std::vector<std::pair<int, int>> NodeDaemons::newly_exited() {
@@ -227,6 +249,10 @@ std::vector<std::pair<int, int>> NodeDaemons::newly_exited() {
 }
 
 std::vector<NodeDaemons::Unclean> NodeDaemons::stop(std::chrono::milliseconds grace) {
+  if (!nodes_.empty()) {
+    std::error_code ec;
+    fs::remove(spec_.log_dir / kMetricsAddressesFile, ec);  // they will not answer there any more
+  }
   for (auto& node : nodes_) node.process.signal(SIGTERM);
   std::vector<Unclean> unclean;
   const auto deadline = std::chrono::steady_clock::now() + grace;

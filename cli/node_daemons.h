@@ -17,6 +17,12 @@
 
 namespace ringsync::cli {
 
+// Once every daemon is ready, their metrics addresses (HOST:PORT, one per line,
+// node order; none for a daemon without metrics) are in this file of the run
+// directory and of the log directory, for `ringsync top --launch-dir DIR`; stop()
+// removes it from the log directory, which outlives the run.
+inline constexpr const char* kMetricsAddressesFile = "metrics-addresses";
+
 // 128 random bits as hex: a job token that keeps other jobs' daemons out.
 std::string random_job_token();
 
@@ -72,6 +78,9 @@ class NodeDaemons {
     std::string metrics;
     bool reported = false;  // its exit was reported by newly_exited
   };
+
+  // Writes kMetricsAddressesFile into the run and log directories.
+  Status record_metrics_addresses() const;
 
   DaemonSpec spec_;
   std::vector<Node> nodes_;
