@@ -22,4 +22,8 @@ int demo_rank(const std::vector<std::string>& args);
 // here would use (or --socket), at most --timeout.
 int wait_daemon(const std::vector<std::string>& args);
 
+// ringsync top: a live view of a job from its daemons' /metrics (see
+// cli/top/options.cpp for the options), or one plain snapshot with --once.
+int top_command(const std::vector<std::string>& args);
+
 }  // namespace ringsync::cli

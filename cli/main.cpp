@@ -21,6 +21,8 @@ void usage(std::ostream& out) {
          "             verify every result and print a bandwidth table (see 'ringsync demo --help')\n"
          "  wait       wait until a ringsyncd serves the socket trainers here use (batch scripts,\n"
          "             health checks; see 'ringsync wait --help')\n"
+         "  top        a live view of a job from its daemons' /metrics: rings, per-link bandwidth\n"
+         "             with the slowest marked, late ranks, stalls, errors (see 'ringsync top --help')\n"
          "  version    print the version\n"
          "  help       print this help\n";
 }
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   if (command == "demo") return ringsync::cli::demo(args, self_path(argv[0]));
   if (command == "demo-rank") return ringsync::cli::demo_rank(args);
   if (command == "wait") return ringsync::cli::wait_daemon(args);
+  if (command == "top") return ringsync::cli::top_command(args);
   if (command == "version" || command == "--version") {
     std::cout << "ringsync " << ringsync::kVersion << "\n";
     return 0;
