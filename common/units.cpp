@@ -122,6 +122,29 @@ Result<std::uint64_t> parse_bytes(std::string_view text) {
   return static_cast<std::uint64_t>(*total);
 }
 
+Result<double> parse_rate(std::string_view text) {
+  std::string_view rest = trim(text);
+  if (rest.empty()) return Status::InvalidArgument("empty value");
+  const std::string key = lower(rest);
+  static constexpr std::pair<std::string_view, double> kBits[] = {
+      {"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1.0}};
+  for (const auto& [suffix, multiplier] : kBits) {
+    if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    std::string_view number_text = rest.substr(0, rest.size() - suffix.size());
+    auto number = take_decimal(number_text);
+    if (!number.ok()) return number.status();
+    if (!trim(number_text).empty())
+      return Status::InvalidArgument("unknown rate '" + std::string(rest) + "' (use " + std::string(kRateForm) + ")");
+    const double value = static_cast<double>(number->whole) +
+                         static_cast<double>(number->fraction) / static_cast<double>(number->fraction_scale);
+    return value * multiplier / 8.0;
+  }
+  auto bytes = parse_bytes(rest);
+  if (!bytes.ok())
+    return Status::InvalidArgument("unknown rate '" + std::string(rest) + "' (use " + std::string(kRateForm) + ")");
+  return static_cast<double>(*bytes);
+}
+
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   std::string_view rest = trim(text);
   if (rest.empty()) return Status::InvalidArgument("empty value");

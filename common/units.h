@@ -33,6 +33,11 @@ inline constexpr std::string_view kAddressForm =
 // Each parser returns InvalidArgument with a short reason ("unknown unit 'x'") on
 // bad input; callers add which setting the value came from.
 Result<std::uint64_t> parse_bytes(std::string_view text);
+inline constexpr std::string_view kRateForm =
+    "a link rate in bits per second such as 25Gbit, 100Gbit or 400Mbit (decimal multiples), or "
+    "bytes per second as a size such as 12.5GB";
+// Bytes per second from "100Gbit" (decimal: 100e9 / 8) or a size ("12GiB" per second).
+Result<double> parse_rate(std::string_view text);
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 Result<bool> parse_bool(std::string_view text);
 Result<std::int64_t> parse_int(std::string_view text);

@@ -85,6 +85,7 @@ Status Daemon::start() {
     if (!server.ok()) return server.status();
     metrics_server_ = std::move(server).value();
     metrics_.start_gpu_sampling();  // ringsync_gpu_* from NVML; one info line without a GPU
+    metrics_.set_link_rate(config_.link_rate_bytes_per_second);
   }
   RINGSYNC_RETURN_IF_ERROR(start_cluster());
   if (!config_.control_cpus.empty()) {

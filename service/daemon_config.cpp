@@ -211,6 +211,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"kept-state-linger", Kind::kDuration, "10m", "seconds",
        "How long a job's kept states stay after its last rank left this node (a restarted trainer resumes "
        "from them)."},
+      {"link-rate", Kind::kString, "", "rate",
+       "The nodes' network link rate (e.g. 100Gbit), exported as ringsync_link_rate_bytes_per_second for "
+       "the alerts that compare bandwidth with it (BusBandwidthLow, SlowLink); empty: not set."},
       {"job-metrics-linger", Kind::kDuration, "5m", "seconds",
        "How long the job_id-labelled series of a job that ended here stay in /metrics."},
       {"join-timeout", Kind::kDuration, "60s", "seconds",
@@ -340,6 +343,14 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   if (d.job_metrics_linger.count() < 0)
     return Status::InvalidArgument("job-metrics-linger must be 0 or longer" + from(cfg, "job-metrics-linger"));
   d.max_kept_state_bytes = cfg.get_bytes("max-kept-state-bytes");
+  if (const std::string rate = cfg.get_string("link-rate"); !rate.empty()) {
+    auto parsed = units::parse_rate(rate);
+    if (!parsed.ok() || *parsed <= 0)
+      return Status::InvalidArgument("link-rate: " +
+                                     (parsed.ok() ? std::string("must be above 0") : parsed.status().message()) +
+                                     from(cfg, "link-rate"));
+    d.link_rate_bytes_per_second = *parsed;
+  }
   d.kept_state_linger = cfg.get_duration("kept-state-linger");
   if (d.kept_state_linger.count() < 0)
     return Status::InvalidArgument("kept-state-linger must be 0 or longer" + from(cfg, "kept-state-linger"));

@@ -131,6 +131,7 @@ struct DaemonConfig {
   // --max-kept-state-bytes for the node, gone --kept-state-linger after their
   // job's last rank left.
   std::uint64_t max_kept_state_bytes = 0;
+  double link_rate_bytes_per_second = 0;  // --link-rate; 0: not set
   std::chrono::nanoseconds kept_state_linger{0};
 
   ClusterConfig cluster;

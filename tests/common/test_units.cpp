@@ -11,6 +11,7 @@ using ringsync::units::parse_bool;
 using ringsync::units::parse_bytes;
 using ringsync::units::parse_duration;
 using ringsync::units::parse_int;
+using ringsync::units::parse_rate;
 
 namespace {
 
@@ -54,6 +55,18 @@ TEST_CASE("bad sizes say what is wrong") {
   CHECK(bytes_error("18446744073709551616") == "value is too large");
   CHECK(bytes_error("20000000P") == "value is too large");
   CHECK(bytes_error("1.2.3M").find("unknown size unit '.3M'") != std::string::npos);
+}
+
+TEST_CASE("link rates are bits per second with decimal multiples, or a size per second") {
+  CHECK(*parse_rate("100Gbit") == doctest::Approx(12.5e9));
+  CHECK(*parse_rate("25gbit") == doctest::Approx(3.125e9));
+  CHECK(*parse_rate("1.5Mbit") == doctest::Approx(187500.0));
+  CHECK(*parse_rate("12GiB") == doctest::Approx(12.0 * (1ull << 30)));
+  for (const char* bad : {"", "fast", "Gbit", "10 Xbit", "-1Gbit", "3Gbitx"}) {
+    auto r = parse_rate(bad);
+    CHECK_MESSAGE(!r.ok(), bad);
+  }
+  CHECK(parse_rate("fast").status().message().find("25Gbit") != std::string::npos);
 }
 
 TEST_CASE("durations take units, combine, and read a bare number as seconds") {
