@@ -32,9 +32,14 @@ std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
 }  // namespace
 
 void Daemon::observe_rank_wait(const PendingCollective& collective) {
-  for (const auto& s : collective.submissions)
+  const Submission* last = nullptr;
+  for (const auto& s : collective.submissions) {
     metrics_.rank_wait.with({collective.job_id, std::to_string(s.local_rank)})
         .observe(seconds_between(collective.first_submit, s.submitted));
+    if (!last || s.submitted > last->submitted) last = &s;
+  }
+  if (last && collective.submissions.size() > 1)
+    metrics_.rank_last.with({collective.job_id, std::to_string(last->local_rank)}).inc();
   if (timeline_)
     timeline_->phase(collective.name, "WAIT_FOR_RANKS", collective.first_submit, Clock::now());
 }
@@ -97,7 +102,7 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
   const std::size_t ranks = job_ranks ? job_ranks : collective.submissions.size();
   metrics_.collective_done(collective.job_id, first.kind, first.dtype, status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
-                           ranks);
+                           ranks, first.memory == wire::Memory::kDevice);
   if (timeline_ && job_ranks == 0) timeline_->phase(collective.name, "LOCAL_COLLECTIVE", ready, Clock::now());
   for (auto& s : collective.submissions) s.complete(status);
   // The ranks' next small request is due soon.
@@ -183,6 +188,7 @@ void Daemon::sweep() {
       ++stalled;
       if (pending.stall_reported) continue;
       pending.stall_reported = true;
+      metrics_.stall_reports.with({id}).inc();
       RS_LOG(warn, "stall") << "tensor '" << name << "' of job '" << id
                             << "' is waiting for local rank(s) "
                             << rank_list(pending.missing_ranks()) << "; submitted by "

@@ -108,6 +108,7 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
   session->membership = ClientSession::Membership{hello.job_id, hello.local_rank, hello.pid};
   if (ring) ring->set_local_ranks(it->second.connected());
   metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
+  if (created) metrics_.stall_reports.with({hello.job_id}).inc(0);  // the series exists from the job's start
   RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid << ") joined job '"
                           << hello.job_id << "' as local rank " << hello.local_rank << " of " << hello.local_size;
   if (ring && !ring->registered()) {

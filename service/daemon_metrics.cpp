@@ -43,13 +43,27 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                            "Time from the last rank's submission to completion.",
                            metrics::exponential_buckets(1e-5, 4.0, 12), {"job_id", "op"})),
       bus_bandwidth(r.gauge("ringsync_bus_bandwidth_bytes_per_second",
-                            "Bus bandwidth (nccl-tests definition) of the latest collective "
-                            "of at least 1 MiB.",
+                            "Bus bandwidth (nccl-tests definition) of the latest successful collective, "
+                            "of any size (over a window: ringsync_bus_bytes_total / the duration's _sum).",
                             {"job_id", "op"})),
+      bus_bytes(r.counter("ringsync_bus_bytes_total",
+                          "Payload bytes of successful collectives times nccl-tests' bus factor: its rate "
+                          "over the rate of ringsync_collective_duration_seconds_sum is the bus bandwidth.",
+                          {"job_id", "op"})),
+      device_collectives(r.counter("ringsync_device_collectives_total",
+                                   "Successful collectives on GPU buffers.", {"job_id", "op"})),
       rank_wait(r.histogram("ringsync_rank_wait_seconds",
                             "How long after the first rank each local rank submitted a "
                             "collective (stragglers show large values).",
                             metrics::exponential_buckets(1e-5, 4.0, 12), {"job_id", "rank"})),
+      rank_last(r.counter("ringsync_rank_last_total",
+                          "Collectives in which this local rank submitted last (counted with more than "
+                          "one local rank): the straggler of each step.",
+                          {"job_id", "rank"})),
+      stall_reports(r.counter("ringsync_stall_reports_total",
+                              "Stall warnings logged: a tensor some ranks or nodes submitted and others "
+                              "had not, for longer than --stall-warning.",
+                              {"job_id"})),
       stalled_tensors(r.gauge("ringsync_stalled_tensors",
                               "Tensors some ranks submitted and others have not, for longer "
                               "than --stall-warning.")),
@@ -71,12 +85,20 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                             "(elastic jobs: the next roster).",
                             {"job_id"})),
       link_bytes(r.counter("ringsync_link_bytes_total",
-                           "Bytes moved over the ring to (tx) and from (rx) each peer node.",
-                           {"job_id", "peer", "direction"})),
+                           "Bytes moved to (tx) and from (rx) each peer node, by plane: data (the ring, "
+                           "over UCX) or control (plans, small allreduces exchanged directly, heartbeats).",
+                           {"job_id", "peer", "peer_address", "direction", "plane"})),
       link_bandwidth(r.gauge("ringsync_link_bandwidth_bytes_per_second",
-                             "Recent bytes per second to (tx) and from (rx) each peer node, over "
+                             "Recent bytes per second to (tx) and from (rx) each peer node, both planes, over "
                              "the last sweep period.",
-                             {"job_id", "peer", "direction"})),
+                             {"job_id", "peer", "peer_address", "direction"})),
+      link_send_busy(r.counter("ringsync_link_send_busy_seconds_total",
+                               "Seconds during which at least one data-plane send to the peer was in flight: "
+                               "data bytes sent over these seconds is what the link achieves while it works "
+                               "(a ring runs all its links at the pace of the slowest).",
+                               {"job_id", "peer", "peer_address"})),
+      link_rate(r.gauge("ringsync_link_rate_bytes_per_second",
+                        "The nodes' link rate as configured (ringsyncd --link-rate); absent when not set.")),
       ring_operations(r.counter("ringsync_ring_operations_total",
                                 "Planned operations run (fused tensors count once; incl. inline ones).",
                                 {"op"})),
@@ -99,33 +121,54 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       peer_transports(r.gauge("ringsync_peer_transports_info",
                               "What UCX chose for the link to each peer node of the job's ring, as transport/"
                               "device lanes (tcp/eth0, rc_mlx5/mlx5_0:1, ...); the value is always 1.",
-                              {"job_id", "peer", "transports"})),
+                              {"job_id", "peer", "peer_address", "transports"})),
       peers_lost(r.counter("ringsync_peers_lost_total",
                            "Times the job's ring was torn down because a node was lost or left.", {"job_id"})),
       build_info(r.gauge("ringsync_build_info", "Build information; the value is always 1.",
                          {"version", "kernel_isa"})),
+      gpu_devices(r.gauge("ringsync_gpu_devices",
+                          "GPUs NVML reports on this node (0 without NVML or a GPU: no ringsync_gpu_* series).")),
       registry_(r) {
   registered_bytes.with({"host"}).set(0);
+  gpu_devices.with().set(0);
+  for (std::string_view kind : error_kinds()) errors.with({kind}).inc(0);
   build_info.with({kVersion, reduce::kernel_isa()}).set(1);
 }
 
 DaemonMetrics::~DaemonMetrics() = default;
 
+const std::vector<std::string_view>& DaemonMetrics::error_kinds() {
+  // The kinds in use (grep "error(\"" in service/); a kind not listed still counts, from its first error.
+  static const std::vector<std::string_view> kinds = {
+      "accept",        "alloc",           "client_lost",       "device",         "flush_timeout",
+      "handshake_timeout", "hello_refused", "internal",        "invalid_argument", "keep_state",
+      "mismatch",      "peer_lost",       "peer_protocol",     "peer_refused",   "protocol",
+      "rank_unresponsive", "ring_formation", "shutdown",       "slow_client",    "timeout"};
+  return kinds;
+}
+
 void DaemonMetrics::start_gpu_sampling(std::chrono::milliseconds period) {
   if (!gpu_sampler_) gpu_sampler_ = cuda::GpuSampler::start(registry_, period);
+  gpu_devices.with().set(static_cast<double>(gpu_sampler_->gpus()));
 }
 
 void DaemonMetrics::collective_done(std::string_view job, wire::CollectiveKind kind, DType dtype,
                                     std::string_view status, std::uint64_t bytes, double seconds,
-                                    std::size_t ranks) {
+                                    std::size_t ranks, bool device) {
   const std::string_view op = wire::collective_kind_name(kind);
   collectives.with({job, op, status}).inc();
   if (status != "ok") return;
   duration.with({job, op}).observe(seconds);
   if (kind == wire::CollectiveKind::kBarrier) return;
   collective_bytes.with({job, op, dtype_name(dtype)}).inc(static_cast<double>(bytes));
-  if (bytes >= (1u << 20) && seconds > 0)
-    bus_bandwidth.with({job, op}).set(static_cast<double>(bytes) / seconds * bus_factor(kind, ranks));
+  if (device) device_collectives.with({job, op}).inc();
+  const double bus = static_cast<double>(bytes) * bus_factor(kind, ranks);
+  bus_bytes.with({job, op}).inc(bus);
+  if (seconds > 0) bus_bandwidth.with({job, op}).set(bus / seconds);
+}
+
+void DaemonMetrics::set_link_rate(double bytes_per_second) {
+  if (bytes_per_second > 0) link_rate.with().set(bytes_per_second);
 }
 
 void DaemonMetrics::forget_job(std::string_view job) {
@@ -141,6 +184,11 @@ void DaemonMetrics::forget_job(std::string_view job) {
   link_bandwidth.erase_where("job_id", job);
   peer_transports.erase_where("job_id", job);
   peers_lost.erase_where("job_id", job);
+  bus_bytes.erase_where("job_id", job);
+  device_collectives.erase_where("job_id", job);
+  rank_last.erase_where("job_id", job);
+  stall_reports.erase_where("job_id", job);
+  link_send_busy.erase_where("job_id", job);
 }
 
 }  // namespace ringsync::service

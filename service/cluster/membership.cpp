@@ -60,6 +60,7 @@ void Membership::stop(const Status& why) {
   if (stopping_) return;
   stopping_ = true;
   if (listener_ && route_) listener_->unroute(job_.id, route_);
+  sample_links(Clock::now());  // what moved since the last sweep counts too
   // The other nodes learn which node went away.
   if (formed_) lose(why, static_cast<std::int32_t>(job_.node_rank));  // no hook runs once stopping
   stop_->request();
@@ -172,9 +173,16 @@ Status Membership::form(Joined joined) {
     return transport.status();
   }
   describe_links(**transport);  // before the ring's thread owns the transport
+  if (link_counters_) sample_links(Clock::now());  // the last ring's final bytes
   link_counters_ = std::make_shared<transport::LinkCounters>(n);
-  last_link_bytes_.assign(2 * static_cast<std::size_t>(n), 0);
+  link_samples_.assign(static_cast<std::size_t>(n), {});
+  for (std::uint32_t peer = 0; peer < job_.num_nodes; ++peer) {
+    if (peer < job_.nodes.size()) link_samples_[peer].peer_address = control_address(job_.nodes[peer]);
+    if (job_.node_rank == 0 && peer < joined.workers.size()) link_samples_[peer].control = joined.workers[peer];
+    if (job_.node_rank != 0 && peer == 0) link_samples_[peer].control = joined.coordinator;
+  }
   last_link_sample_ = Clock::now();
+  metrics_.peers_lost.with({job_.id}).inc(0);  // the series exists from the first ring on
   auto counting = std::make_unique<transport::CountingTransport>(std::move(transport).value(), link_counters_);
   {
     ThreadCpusScope spread(settings_.thread_cpus);  // the ring's thread
@@ -220,7 +228,8 @@ void Membership::describe_links(const transport::Transport& transport) {
     if (peer == job_.node_rank) continue;
     const std::string lanes = transport.peer_transports(static_cast<int>(peer));
     if (lanes.empty()) continue;
-    metrics_.peer_transports.with({job_.id, std::to_string(peer), lanes}).set(1);
+    const std::string address = peer < job_.nodes.size() ? control_address(job_.nodes[peer]) : "";
+    metrics_.peer_transports.with({job_.id, std::to_string(peer), address, lanes}).set(1);
     summary += (summary.empty() ? "" : "; ") + cluster::node_name(job_, peer) + " over " + lanes;
   }
   if (!summary.empty()) RS_LOG(info, "ucx") << "job '" << job_.id << "': " << summary;
@@ -381,22 +390,38 @@ void Membership::sample_links(Clock::time_point now) {
   std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
   if (!link_counters_) return;
   const double seconds = std::chrono::duration<double>(now - last_link_sample_).count();
-  const std::size_t n = link_counters_->sent.size();
-  for (std::size_t peer = 0; peer < n; ++peer) {
+  for (std::size_t peer = 0; peer < link_samples_.size(); ++peer) {
     if (peer == job_.node_rank) continue;
-    const std::string label = std::to_string(peer);
+    LinkSample& last = link_samples_[peer];
     const std::uint64_t sent = link_counters_->sent[peer].load(std::memory_order_relaxed);
     const std::uint64_t received = link_counters_->received[peer].load(std::memory_order_relaxed);
-    metrics_.link_bytes.with({job_.id, label, "tx"}).inc(static_cast<double>(sent - last_link_bytes_[peer]));
-    metrics_.link_bytes.with({job_.id, label, "rx"}).inc(static_cast<double>(received - last_link_bytes_[n + peer]));
+    const std::uint64_t busy = link_counters_->send_busy_ns[peer].load(std::memory_order_relaxed);
+    const std::uint64_t control_sent = last.control ? last.control->bytes_sent() : last.control_sent;
+    const std::uint64_t control_received = last.control ? last.control->bytes_received() : last.control_received;
+    const std::string label = std::to_string(peer);
+    const auto add = [&](std::string_view direction, std::string_view plane, std::uint64_t now_value,
+                         std::uint64_t before) {
+      metrics_.link_bytes.with({job_.id, label, last.peer_address, direction, plane})
+          .inc(static_cast<double>(now_value - before));
+    };
+    add("tx", "data", sent, last.data_sent);
+    add("rx", "data", received, last.data_received);
+    add("tx", "control", control_sent, last.control_sent);
+    add("rx", "control", control_received, last.control_received);
+    metrics_.link_send_busy.with({job_.id, label, last.peer_address})
+        .inc(static_cast<double>(busy - last.busy_ns) * 1e-9);
     if (seconds > 0) {
-      metrics_.link_bandwidth.with({job_.id, label, "tx"})
-          .set(static_cast<double>(sent - last_link_bytes_[peer]) / seconds);
-      metrics_.link_bandwidth.with({job_.id, label, "rx"})
-          .set(static_cast<double>(received - last_link_bytes_[n + peer]) / seconds);
+      metrics_.link_bandwidth.with({job_.id, label, last.peer_address, "tx"})
+          .set(static_cast<double>(sent - last.data_sent + control_sent - last.control_sent) / seconds);
+      metrics_.link_bandwidth.with({job_.id, label, last.peer_address, "rx"})
+          .set(static_cast<double>(received - last.data_received + control_received - last.control_received) /
+               seconds);
     }
-    last_link_bytes_[peer] = sent;
-    last_link_bytes_[n + peer] = received;
+    last.data_sent = sent;
+    last.data_received = received;
+    last.busy_ns = busy;
+    last.control_sent = control_sent;
+    last.control_received = control_received;
   }
   last_link_sample_ = now;
 }

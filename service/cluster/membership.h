@@ -93,7 +93,8 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   // Engines of lost rings whose aborted operations are still being delivered.
   bool settled() const;
   // Adds the bytes moved to and from each peer since the last call to the
-  // link metrics (and sets the bandwidth gauges over that period).
+  // link metrics, data plane and control links apart (and sets the bandwidth
+  // gauges over that period, both together), and the send-busy time.
   void sample_links(Clock::time_point now);
 
  private:
@@ -148,8 +149,15 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   std::vector<std::shared_ptr<PeerLink>> worker_links_;  // node 0, by node rank
   std::unique_ptr<RingEngine> engine_;
   std::vector<std::unique_ptr<RingEngine>> retired_;
+  // The link metrics: what the data plane (UCX) and the control links moved,
+  // by peer, as last added to the counters.
+  struct LinkSample {
+    std::string peer_address;
+    std::shared_ptr<PeerLink> control;  // the control link to the peer, if this node has one
+    std::uint64_t data_sent = 0, data_received = 0, busy_ns = 0, control_sent = 0, control_received = 0;
+  };
   std::shared_ptr<transport::LinkCounters> link_counters_;
-  std::vector<std::uint64_t> last_link_bytes_;  // sent then received, by peer
+  std::vector<LinkSample> link_samples_;  // by peer
   Clock::time_point last_link_sample_;
 };
 

@@ -27,6 +27,7 @@ std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration sta
       // other side's report came later).
       stall_reported_.insert(stall.name);
       if (!disagreement_reported_.insert(stall.name).second) continue;
+      metrics_.stall_reports.with({job_.id}).inc();
       RS_LOG(warn, "stall") << "tensor '" << stall.name << "' of job '" << job_.id
                             << "' is a small allreduce exchanged directly on node(s) " << rank_list(direct->second)
                             << " but is negotiated as a larger tensor or another collective on node(s) "
@@ -40,6 +41,7 @@ std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration sta
       if (!ranks.empty()) ranks += ",";
       ranks += std::to_string(node * job_.slots) + "-" + std::to_string(node * job_.slots + job_.slots - 1);
     }
+    metrics_.stall_reports.with({job_.id}).inc();
     RS_LOG(warn, "stall") << "tensor '" << stall.name << "' of job '" << job_.id
                           << "' is ready on node(s) " << rank_list(stall.ready_nodes)
                           << " and still missing on node(s) " << rank_list(stall.missing_nodes)

@@ -107,6 +107,7 @@ asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*
                              "): its daemon died or went away without a goodbye"));
       break;
     }
+    bytes_received_ += header.size() + body.size();
     auto message = peer_wire::decode(body);
     if (!message.ok()) {
       RS_LOG(warn, "ring") << "from " << peer_name_ << ": " << message.status().message();
@@ -141,6 +142,7 @@ asio::awaitable<void> PeerLink::write_loop(std::shared_ptr<PeerLink> /*keepalive
       close(Status::PeerLost("sending to it failed (" + ec.message() + ")"));
       break;
     }
+    bytes_sent_ += frame.size();
   }
 }
 

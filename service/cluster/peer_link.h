@@ -55,6 +55,10 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::chrono::milliseconds own_stall() const { return own_stall_; }
   // The address this end of the connection uses ("" when closed).
   std::string local_address() const;
+  // Bytes of whole frames written to and read from the peer (heartbeats and
+  // bootstrap included), for the link metrics.
+  std::uint64_t bytes_sent() const { return bytes_sent_; }
+  std::uint64_t bytes_received() const { return bytes_received_; }
 
  private:
   // Each loop holds the link alive through `self` from the moment it is created.
@@ -75,6 +79,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::optional<Status> leaving_;
   std::chrono::steady_clock::time_point last_heard_;
   std::uint64_t heartbeats_sent_ = 0;
+  std::uint64_t bytes_sent_ = 0;
+  std::uint64_t bytes_received_ = 0;
   std::chrono::milliseconds own_stall_{0};
   std::string local_address_;
   bool closed_ = false;

@@ -1,9 +1,16 @@
 // A Transport that counts the bytes each completed send and receive moved,
-// per peer, for the link metrics. Forwards everything else. The counters are
-// atomics: the data-plane thread adds, the control thread reads.
+// per peer, for the link metrics, and how long sends to each peer were in
+// flight. Forwards everything else. The counters are atomics: the data-plane
+// thread adds, the control thread reads.
+//
+// Why the busy time: a ring runs every link at the pace of its slowest, so
+// bytes per second are the same on every link of a ring. Bytes per second
+// *while a send to that peer was in flight* is what the link itself achieves,
+// and is low only on the slow link (the others finish their part and wait).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -12,9 +19,14 @@
 namespace ringsync::service::transport {
 
 struct LinkCounters {
-  explicit LinkCounters(int peers) : sent(peers), received(peers) {}
-  std::vector<std::atomic<std::uint64_t>> sent;      // by peer rank
-  std::vector<std::atomic<std::uint64_t>> received;  // by peer rank
+  explicit LinkCounters(int peers)
+      : sent(peers), received(peers), send_busy_ns(peers), sends_in_flight(peers, 0), busy_since(peers) {}
+  std::vector<std::atomic<std::uint64_t>> sent;          // by peer rank
+  std::vector<std::atomic<std::uint64_t>> received;      // by peer rank
+  std::vector<std::atomic<std::uint64_t>> send_busy_ns;  // time with >= 1 send to the peer in flight
+  // The data-plane thread's own bookkeeping for send_busy_ns.
+  std::vector<int> sends_in_flight;
+  std::vector<std::chrono::steady_clock::time_point> busy_since;
 };
 
 class CountingTransport final : public Transport {
@@ -27,10 +39,21 @@ class CountingTransport final : public Transport {
 
   void send(int peer, std::uint64_t tag, const void* data, std::size_t bytes,
             Callback done) override {
+    const bool counted = peer >= 0 && static_cast<std::size_t>(peer) < counters_->sent.size();
+    if (counted && counters_->sends_in_flight[peer]++ == 0)
+      counters_->busy_since[peer] = std::chrono::steady_clock::now();
     inner_->send(peer, tag, data, bytes,
-                 [c = counters_, peer, bytes, done = std::move(done)](const Status& s) {
-                   if (s.ok() && peer >= 0 && static_cast<std::size_t>(peer) < c->sent.size())
-                     c->sent[peer].fetch_add(bytes, std::memory_order_relaxed);
+                 [c = counters_, peer, bytes, counted, done = std::move(done)](const Status& s) {
+                   if (counted) {
+                     if (s.ok()) c->sent[peer].fetch_add(bytes, std::memory_order_relaxed);
+                     if (--c->sends_in_flight[peer] == 0) {
+                       const auto busy = std::chrono::steady_clock::now() - c->busy_since[peer];
+                       c->send_busy_ns[peer].fetch_add(
+                           static_cast<std::uint64_t>(
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count()),
+                           std::memory_order_relaxed);
+                     }
+                   }
                    done(s);
                  });
   }

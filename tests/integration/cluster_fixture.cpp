@@ -148,11 +148,14 @@ void ClusterFixture::wait_ready(int i) {
 std::string ClusterFixture::peer_transports(int node, int peer) const {
   std::string prefix = "ringsync_peer_transports_info{job_id=\"";
   prefix += options_.job_id;
-  prefix += "\",peer=\"" + std::to_string(peer) + "\",transports=\"";
+  prefix += "\",peer=\"" + std::to_string(peer) + "\",";
   const std::string text = metrics(node);
   const auto at = text.find(prefix);
   if (at == std::string::npos) return "";
-  const auto start = at + prefix.size();
+  const std::string label = "transports=\"";
+  const auto in_line = text.find(label, at);
+  if (in_line == std::string::npos || in_line > text.find('\n', at)) return "";
+  const auto start = in_line + label.size();
   return text.substr(start, text.find('"', start) - start);
 }
 

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -232,6 +233,61 @@ TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
     CHECK_MESSAGE(
         metric_value(cluster.metrics(node), "ringsync_inline_operations_total{path=\"direct\"}").value_or(0) > 0,
         node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+// The sum of the series of `name` whose labels contain every one of `labels` (absent: none).
+std::optional<double> series_sum(const std::string& metrics, const std::string& name,
+                                 const std::vector<std::string>& labels) {
+  std::optional<double> sum;
+  std::istringstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + "{", 0) != 0) continue;
+    const std::string label_text = line.substr(0, line.rfind(' '));
+    if (!std::all_of(labels.begin(), labels.end(),
+                     [&](const std::string& l) { return label_text.find(l) != std::string::npos; }))
+      continue;
+    sum = sum.value_or(0) + std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+TEST_CASE("cluster: 2 nodes, only small allreduces (exchanged directly): their bytes count on the links, busbw exists") {
+  ClusterFixture cluster(options(2, 2));
+  // 1001 f32 and smaller go by the direct exchange over the control links: no ring operation at all.
+  CHECK(run_job(cluster, "collectives", {"collectives", "1", "3", "1001"}));
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    const std::string peer = "peer=\"" + std::to_string(1 - node) + "\"";
+    std::string metrics;
+    // The last bytes are added when the job's ring is released, just after its ranks leave.
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    do {
+      metrics = cluster.metrics(node);
+      if (series_sum(metrics, "ringsync_link_bytes_total", {peer, "direction=\"tx\"", "plane=\"control\""})
+              .value_or(0) > 1001 * 4)
+        break;
+      std::this_thread::sleep_for(100ms);
+    } while (std::chrono::steady_clock::now() < deadline);
+    INFO("node ", node, ":\n", metrics);
+    CHECK(metric_value(metrics, "ringsync_inline_operations_total{path=\"direct\"}").value_or(0) > 0);
+    // Every direct contribution crossed the control link: at least the 1001-float ones, both ways.
+    for (const char* direction : {"direction=\"tx\"", "direction=\"rx\""})
+      CHECK(series_sum(metrics, "ringsync_link_bytes_total", {peer, direction, "plane=\"control\""}).value_or(0) >
+            1001 * 4);
+    // The link is named by the peer's address too, and the data plane's series exist.
+    CHECK(series_sum(metrics, "ringsync_link_bytes_total", {peer, "peer_address=\"127.0.0.1:", "plane=\"data\""})
+              .has_value());
+    CHECK(series_sum(metrics, "ringsync_link_send_busy_seconds_total", {peer}).has_value());
+    // The bus bandwidth gauge exists although no collective reached 1 MiB, and so does its counter.
+    CHECK(series_sum(metrics, "ringsync_bus_bandwidth_bytes_per_second", {"op=\"allreduce\""}).value_or(0) > 0);
+    CHECK(series_sum(metrics, "ringsync_bus_bytes_total", {"op=\"allreduce\""}).value_or(0) > 0);
+    CHECK(series_sum(metrics, "ringsync_peers_lost_total", {}).value_or(-1) == 0);
+    CHECK(metric_value(metrics, "ringsync_errors_total{kind=\"peer_lost\"}") == 0);
+    CHECK(metric_value(metrics, "ringsync_gpu_devices").has_value());
+    // 2 local ranks: one of them was the last of each collective.
+    CHECK(series_sum(metrics, "ringsync_rank_last_total", {}).value_or(0) > 0);
+  }
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
