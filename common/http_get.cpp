@@ -5,10 +5,36 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace ringsync {
+
+namespace {
+
+// The body of a chunked response (RFC 9112 7.1): size lines in hex, each chunk
+// followed by CRLF, a zero-size chunk at the end (trailers ignored).
+Result<std::string> dechunk(const std::string& raw) {
+  std::string body;
+  std::size_t at = 0;
+  for (;;) {
+    const auto line_end = raw.find("\r\n", at);
+    if (line_end == std::string::npos) return Status::ProtocolError("a chunk size line without its end");
+    char* end = nullptr;
+    const std::string size_text = raw.substr(at, line_end - at);
+    const unsigned long long size = std::strtoull(size_text.c_str(), &end, 16);
+    if (end == size_text.c_str()) return Status::ProtocolError("a chunk size that is not hex: '" + size_text + "'");
+    if (size == 0) return body;
+    at = line_end + 2;
+    if (size > raw.size() - at) return Status::ProtocolError("the response ended inside a chunk");
+    body.append(raw, at, size);
+    at += size + 2;
+  }
+}
+
+}  // namespace
 
 Result<HttpResponse> http_get(const std::string& host_port, const std::string& path) {
   const auto colon = host_port.rfind(':');
@@ -45,6 +71,14 @@ Result<HttpResponse> http_get(const std::string& host_port, const std::string& p
   out.status = std::atoi(response.c_str() + 9);
   out.headers = response.substr(0, split);
   out.body = response.substr(split + 4);
+  std::string lower_headers = out.headers;
+  for (char& c : lower_headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower_headers.find("\r\ntransfer-encoding: chunked") != std::string::npos) {
+    auto body = dechunk(out.body);
+    if (!body.ok())
+      return Status::ProtocolError("a bad chunked response from " + host_port + path + ": " + body.status().message());
+    out.body = std::move(body).value();
+  }
   return out;
 }
 
