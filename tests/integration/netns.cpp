@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <future>
 #include <sstream>
@@ -94,6 +95,22 @@ bool wait_fd(int fd, short events, int timeout_ms) {
 }
 
 }  // namespace
+
+void NetnsHosts::inside(int host, const std::function<void()>& fn) const {
+  std::exception_ptr failed;
+  std::string error;
+  std::thread thread([&] {
+    if (!enter(hosts_.at(host), error)) return;
+    try {
+      fn();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  thread.join();
+  if (!error.empty()) throw std::runtime_error(error);
+  if (failed) std::rethrow_exception(failed);
+}
 
 std::string NetnsHosts::unavailable_reason() {
   if (::geteuid() != 0)

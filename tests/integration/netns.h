@@ -10,6 +10,7 @@
 // until they exit, but its name and links are gone).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,10 @@ class NetnsHosts {
   std::vector<std::string> launcher(int host) const;
   // Runs a shell command inside the host; its exit code and output.
   std::pair<int, std::string> run(int host, const std::string& command) const;
+  // Runs `fn` on a thread of this process that entered the host's network
+  // namespace: the sockets it opens are the host's (e.g. HTTP to a server that
+  // listens inside). Rethrows what fn throws; throws when it cannot enter.
+  void inside(int host, const std::function<void()>& fn) const;
   // One TCP connection from host `from` to a listener on host `to`, a few bytes
   // each way (5 s limit); "" when it worked, else what failed.
   std::string tcp_check(int from, int to) const;

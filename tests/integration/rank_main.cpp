@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -506,6 +507,24 @@ int main(int argc, char** argv) {
     }
     std::printf("rank %d: %d %s allreduces of %zu elements checked\n", g_rank, iterations,
                 std::string(ringsync::dtype_name(*dtype)).c_str(), count);
+  } else if (scenario == "until-file") {  // until-file PATH COUNT MAX_SECONDS: checked allreduces until PATH exists
+    // Every rank stops after the same iteration: a one-int allreduce after each
+    // says whether any rank saw the file (or passed MAX_SECONDS).
+    const std::string stop_file = arg(2, "");
+    const std::size_t count = std::strtoull(arg(3, "1048576").c_str(), nullptr, 10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(arg(4, "120")));
+    int iterations = 0;
+    for (bool stop = false; !stop && g_failures == 0; ++iterations) {
+      check_allreduce(ctx, true, count, ringsync::DType::kF32, ringsync::ReduceOp::kSum, false);
+      if (iterations == 0) mark("looping");
+      std::int32_t seen = std::filesystem::exists(stop_file) || std::chrono::steady_clock::now() > deadline;
+      rs_request_t* req = nullptr;
+      expect_ok(finish(rs_allreduce_async(ctx, "until-file.stop", &seen, &seen, 1, RS_I32, RS_SUM, &req), &req,
+                       "until-file.stop"),
+                "until-file.stop");
+      stop = seen > 0;
+    }
+    std::printf("rank %d: %d allreduces of %zu f32 checked\n", g_rank, iterations, count);
   } else if (scenario == "late") {  // late MS STEPS: rank 0 computes MS before each allreduce, the rest wait
     const int delay = std::stoi(arg(2, "1000"));
     const int steps = std::stoi(arg(3, "1"));
