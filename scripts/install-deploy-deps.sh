@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Installs what the deployment tests (tests/deploy/) need that is not installed
-# yet, from Debian's packages and, for the manifest checker, from npm.
+# Installs what the deployment tests (tests/deploy/) and the dashboard check
+# (tests/dashboards/schema) need that is not installed yet, from Debian's
+# packages and, for the two checkers written in Node.js, from npm.
 # Idempotent: a second run installs nothing.
 #
 #   buildah, debootstrap   build the container image (docker/build-image.sh)
 #   slurm-wlm, munge       a real Slurm cluster for tests/deploy/slurm
 #   yamllint               the manifests' YAML style
-#   nodejs, npm            the manifest checker (tests/deploy/k8s/validate.mjs)
-#                          and its npm packages (npm ci, from package-lock.json)
+#   nodejs, npm            the manifest checker (tests/deploy/k8s/validate.mjs),
+#                          the dashboard checker (tests/dashboards/schema) and
+#                          their npm packages (npm ci, from package-lock.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,11 +24,17 @@ command -v npm >/dev/null || packages+=(nodejs npm)
 
 scripts/apt-install.sh install-deploy-deps "${packages[@]}"
 
-checker=tests/deploy/k8s
-if [[ ! -f $checker/node_modules/.package-lock.json ||
-      $checker/package-lock.json -nt $checker/node_modules/.package-lock.json ]]; then
-  echo "install-deploy-deps: npm ci in $checker"
-  (cd "$checker" && npm ci --no-audit --no-fund --loglevel=error)
-else
-  echo "install-deploy-deps: $checker/node_modules is up to date"
-fi
+# npm ci in a checker's folder, unless its node_modules matches package-lock.json.
+npm_ci() {
+  local checker=$1
+  if [[ ! -f $checker/node_modules/.package-lock.json ||
+        $checker/package-lock.json -nt $checker/node_modules/.package-lock.json ]]; then
+    echo "install-deploy-deps: npm ci in $checker"
+    (cd "$checker" && npm ci --no-audit --no-fund --loglevel=error)
+  else
+    echo "install-deploy-deps: $checker/node_modules is up to date"
+  fi
+}
+
+npm_ci tests/deploy/k8s
+npm_ci tests/dashboards/schema
