@@ -16,6 +16,7 @@
 #include "common/cpu_list.h"
 #include "common/log.h"
 #include "common/version.h"
+#include <nlohmann/json.hpp>
 #include "service/thread_cpus.h"
 
 namespace ringsync::service {
@@ -87,6 +88,7 @@ Status Daemon::start() {
     metrics_.start_gpu_sampling();  // ringsync_gpu_* from NVML; one info line without a GPU
     metrics_.set_link_rate(config_.link_rate_bytes_per_second);
   }
+  RINGSYNC_RETURN_IF_ERROR(serve_rendezvous());
   RINGSYNC_RETURN_IF_ERROR(start_cluster());
   if (!config_.control_cpus.empty()) {
     // After the threads started above (pool, timeline), which keep the
@@ -112,6 +114,39 @@ Status Daemon::start() {
     RS_LOG(info, "daemon") << "a step of Slurm job " << config_.cluster.slurm_job << " (node "
                            << config_.cluster.slurm_node << "): the job's trainers find this socket by SLURM_JOB_ID "
                            << "and the other nodes' daemons at " << config_.cluster.control_address;
+  return Status::Ok();
+}
+
+Status Daemon::serve_rendezvous() {
+  if (config_.serve_rendezvous.empty()) return Status::Ok();
+  served_store_ = std::make_unique<rendezvous::ServedStore>();
+  MetricsServerOptions options;
+  options.flag = "--serve-rendezvous";
+  options.body_limit = 2 * rendezvous::ServedStore::kMaxValueBytes;
+  options.post = [store = served_store_.get()](std::string_view path, const std::string& body) -> Result<std::string> {
+    const nlohmann::json request = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (request.is_discarded()) return Status::InvalidArgument("the request body is not JSON");
+    auto answer = store->handle(std::string(path), request, std::chrono::steady_clock::now());
+    if (!answer.ok()) return answer.status();
+    return answer->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  auto server = MetricsServer::start(
+      io_, config_.serve_rendezvous,
+      [store = served_store_.get()] {
+        return "# HELP ringsync_rendezvous_store_keys Keys in the rendezvous store this daemon serves.\n"
+               "# TYPE ringsync_rendezvous_store_keys gauge\n"
+               "ringsync_rendezvous_store_keys " + std::to_string(store->keys()) + "\n"
+               "# HELP ringsync_rendezvous_store_leases Live leases in the rendezvous store this daemon serves.\n"
+               "# TYPE ringsync_rendezvous_store_leases gauge\n"
+               "ringsync_rendezvous_store_leases " + std::to_string(store->leases()) + "\n";
+      },
+      std::move(options));
+  if (!server.ok()) return server.status();
+  store_server_ = std::move(server).value();
+  const auto ep = store_server_->endpoint();
+  RS_LOG(info, "rendezvous") << "serving a rendezvous store at " << ep.address().to_string() << ":" << ep.port()
+                             << " (in this daemon's memory): jobs name it as etcd://HOST:" << ep.port()
+                             << " with this node's address";
   return Status::Ok();
 }
 
@@ -275,6 +310,7 @@ void Daemon::shutdown() {
   sweep_timer_.cancel();
   accept_retry_.cancel();
   if (metrics_server_) metrics_server_->stop();
+  if (store_server_) store_server_->stop();
   pool_.cancel();  // queued data movement is skipped; running pieces finish
   if (control_) control_->close();
   for (auto& [id, hosted] : rings_)

@@ -26,6 +26,7 @@
 #include "service/daemon_metrics.h"
 #include "service/job.h"
 #include "service/metrics_http.h"
+#include "service/rendezvous/served_store.h"
 #include "service/session.h"
 #include "service/timeline.h"
 #include "service/busy_poll.h"
@@ -62,6 +63,8 @@ class Daemon {
  private:
   // Connection lifecycle (daemon.cpp).
   Status listen();
+  // --serve-rendezvous: the store this daemon serves itself (rendezvous/served_store.h).
+  Status serve_rendezvous();
   void accept_next();
   void schedule_sweep();
   void sweep();
@@ -128,6 +131,9 @@ class Daemon {
   metrics::Registry registry_;
   DaemonMetrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
+  // --serve-rendezvous: the store, and the HTTP endpoint that serves it.
+  std::unique_ptr<rendezvous::ServedStore> served_store_;
+  std::unique_ptr<MetricsServer> store_server_;
   WorkPool pool_;
   BusyPoll busy_;
   std::unique_ptr<Timeline> timeline_;

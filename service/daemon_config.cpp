@@ -188,6 +188,10 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"rendezvous", Kind::kString, "", "",
        "Rendezvous store for multi-node jobs whose trainers give no node list (RINGSYNC_NODES): "
        "etcd://HOST:PORT[,HOST:PORT]. Trainers may name their own (RINGSYNC_RENDEZVOUS)."},
+      {"serve-rendezvous", Kind::kString, "", "",
+       "HOST:PORT where this daemon serves a rendezvous store itself, for clusters without etcd (the part of "
+       "etcd's v3 API ringsync uses, in this daemon's memory): the jobs name it as etcd://HOST:PORT. Run it "
+       "where it outlives the jobs (a head node); its keys end with this daemon."},
       {"rendezvous-timeout", Kind::kDuration, "5s", "seconds",
        "How long one request to the rendezvous store may take before it counts as failed."},
       {"rendezvous-lease", Kind::kDuration, "10s", "seconds",
@@ -343,6 +347,7 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   if (d.job_metrics_linger.count() < 0)
     return Status::InvalidArgument("job-metrics-linger must be 0 or longer" + from(cfg, "job-metrics-linger"));
   d.max_kept_state_bytes = cfg.get_bytes("max-kept-state-bytes");
+  d.serve_rendezvous = cfg.get_string("serve-rendezvous");
   if (const std::string rate = cfg.get_string("link-rate"); !rate.empty()) {
     auto parsed = units::parse_rate(rate);
     if (!parsed.ok() || *parsed <= 0)

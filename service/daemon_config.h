@@ -132,6 +132,7 @@ struct DaemonConfig {
   // job's last rank left.
   std::uint64_t max_kept_state_bytes = 0;
   double link_rate_bytes_per_second = 0;  // --link-rate; 0: not set
+  std::string serve_rendezvous;           // --serve-rendezvous HOST:PORT; "": none
   std::chrono::nanoseconds kept_state_linger{0};
 
   ClusterConfig cluster;

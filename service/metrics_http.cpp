@@ -14,6 +14,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "common/metrics.h"
 #include "common/units.h"
 
@@ -46,7 +48,6 @@ namespace {
 using State = detail::MetricsServerState;
 using Response = http::response<http::string_body>;
 
-constexpr std::uint64_t kBodyLimit = 8 * 1024;          // /metrics takes no body; room for a small one
 constexpr std::size_t kBufferLimit = 64 * 1024;         // bytes read ahead on one connection
 constexpr std::size_t kLingerBytes = 64 * 1024;         // unread input drained before closing
 constexpr auto kLingerLimit = std::chrono::seconds(2);  // and for at most this long
@@ -78,6 +79,21 @@ Response respond(State& state, const http::request<http::string_body>& req) {
   path = path.substr(0, path.find('?'));
   constexpr std::string_view kText = "text/plain; charset=utf-8";
 
+  if (state.options.post && path.rfind("/v3/", 0) == 0) {
+    if (req.method() != http::verb::post) {
+      Response res = make_response(http::status::method_not_allowed, version, keep_alive, kText,
+                                   "method " + req.method_string().to_string() + " not allowed; use POST\n");
+      res.set(http::field::allow, "POST");
+      return res;
+    }
+    auto answer = state.options.post(path, req.body());
+    if (answer.ok()) return make_response(http::status::ok, version, keep_alive, "application/json", *answer);
+    // etcd's gateway error object: {"error", "code" (gRPC's InvalidArgument), "message"}.
+    const std::string& why = answer.status().message();
+    const nlohmann::json error = {{"error", why}, {"code", 3}, {"message", why}};
+    return make_response(http::status::bad_request, version, keep_alive, "application/json",
+                         error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
   if (path != "/metrics" && path != "/" && path != "/healthz" && path != "/readyz") {
     return make_response(http::status::not_found, version, keep_alive, kText,
                          "not found; metrics are at /metrics\n");
@@ -157,7 +173,7 @@ asio::awaitable<void> serve_connection(std::shared_ptr<State> state, tcp::socket
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(state->options.header_limit, UINT32_MAX)));
-    parser.body_limit(kBodyLimit);
+    parser.body_limit(state->options.body_limit);
     error_code ec;
     stream.expires_after(state->options.idle_timeout);
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
@@ -203,13 +219,13 @@ std::string lower_first(std::string s) {
   return s;
 }
 
-Result<tcp::endpoint> resolve_listen_address(asio::io_context& io, std::string_view address) {
+Result<tcp::endpoint> resolve_listen_address(asio::io_context& io, std::string_view address, const std::string& flag) {
   const std::string shown(address);
   auto parsed = units::parse_address(address);
   if (!parsed.ok() || !parsed->has_value()) {
     const std::string why = parsed.ok() ? "no address given" : parsed.status().message();
-    return Status::InvalidArgument("invalid metrics address '" + shown + "': " + why +
-                                   "; set --metrics-address to HOST:PORT, e.g. 127.0.0.1:9400 or [::1]:9400");
+    return Status::InvalidArgument("invalid " + flag + " '" + shown + "': " + why + "; set " + flag +
+                                   " to HOST:PORT, e.g. 127.0.0.1:9400 or [::1]:9400");
   }
   const units::Address& a = **parsed;
   error_code ec;
@@ -219,9 +235,9 @@ Result<tcp::endpoint> resolve_listen_address(asio::io_context& io, std::string_v
   const auto results = resolver.resolve(a.host, std::to_string(a.port),
                                         tcp::resolver::passive | tcp::resolver::numeric_service, ec);
   if (ec || results.empty()) {
-    return Status::InvalidArgument("cannot resolve metrics host '" + a.host + "' in '" + shown +
-                                   "': " + lower_first(ec ? ec.message() : "no addresses") +
-                                   "; set --metrics-address to an IP address and port, e.g. 127.0.0.1:9400");
+    return Status::InvalidArgument("cannot resolve the host '" + a.host + "' of " + flag + " '" + shown +
+                                   "': " + lower_first(ec ? ec.message() : "no addresses") + "; set " + flag +
+                                   " to an IP address and port, e.g. 127.0.0.1:9400");
   }
   return results.begin()->endpoint();
 }
@@ -237,14 +253,15 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(asio::io_context& io
     return Status::InvalidArgument("metrics server options: idle_timeout, header_limit and max_connections "
                                    "must be positive");
   }
-  auto endpoint = resolve_listen_address(io, address);
+  auto endpoint = resolve_listen_address(io, address, options.flag);
   if (!endpoint.ok()) return endpoint.status();
 
   tcp::acceptor acceptor(io);
   error_code ec;
   auto fail = [&] {
     return Status::InvalidArgument("cannot listen on " + std::string(address) + ": " + lower_first(ec.message()) +
-                                   "; set --metrics-address to a free HOST:PORT, or to off");
+                                   "; set " + options.flag + " to a free HOST:PORT" +
+                                   (options.flag == "--metrics-address" ? ", or to off" : ""));
   };
   if (acceptor.open(endpoint->protocol(), ec); ec) return fail();
   // Lets a restarted daemon rebind while old connections sit in TIME_WAIT; on

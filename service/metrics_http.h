@@ -1,6 +1,7 @@
 // The daemon's HTTP endpoint for Prometheus: GET /metrics (and HEAD), / with a
 // link to it, /healthz (alive: 200 while the daemon's loop answers) and /readyz
-// (ready: 200, or 503 with the reason, for readiness probes). HTTP/1.1 with keep-alive, one coroutine per connection,
+// (ready: 200, or 503 with the reason, for readiness probes); optionally POST
+// /v3/... for the rendezvous store a daemon can serve (options.post). HTTP/1.1 with keep-alive, one coroutine per connection,
 // on the caller's io_context.
 //
 // Requests are bounded: header size (431 and close), body size (413 and close),
@@ -36,6 +37,13 @@ struct MetricsServerOptions {
   std::size_t max_connections = 64;
   // Why the daemon is not ready yet ("" when it is), for /readyz; unset: always ready.
   std::function<std::string()> not_ready;
+  // POST /v3/... with a JSON body of at most body_limit bytes (the rendezvous
+  // store a daemon may serve, rendezvous/served_store.h): the handler's JSON
+  // answer, or its error as HTTP 400 with etcd's error object. Unset: 404.
+  std::function<Result<std::string>(std::string_view path, const std::string& body)> post;
+  std::size_t body_limit = 8 * 1024;
+  // The setting that gave the address, for messages.
+  std::string flag = "--metrics-address";
 };
 
 class MetricsServer {

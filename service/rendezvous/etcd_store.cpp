@@ -1,8 +1,7 @@
 #include "service/rendezvous/etcd_store.h"
 
-#include <cstring>
-
 #include "common/hostfile.h"
+#include "service/rendezvous/etcd_json.h"
 
 namespace ringsync::service::rendezvous {
 
@@ -18,72 +17,12 @@ const std::string kRevoke = "/v3/lease/revoke";
 const std::string kTxn = "/v3/kv/txn";
 const std::string kRange = "/v3/kv/range";
 
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string base64(const std::string& in) {
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(in[i]) << 16) | (static_cast<unsigned char>(in[i + 1]) << 8) |
-                       static_cast<unsigned char>(in[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kAlphabet[(v >> s) & 63];
-  }
-  if (i < in.size()) {
-    unsigned v = static_cast<unsigned char>(in[i]) << 16;
-    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-Result<std::string> unbase64(const std::string& in) {
-  std::string out;
-  unsigned v = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=') break;
-    const char* p = std::strchr(kAlphabet, c);
-    if (!p || c == '\0') return Status::ProtocolError("etcd sent a key or value that is not base64");
-    v = (v << 6) | static_cast<unsigned>(p - kAlphabet);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((v >> bits) & 0xff);
-    }
-  }
-  return out;
-}
-
-// The end of etcd's range for every key that starts with `prefix`.
-std::string prefix_end(std::string prefix) {
-  while (!prefix.empty()) {
-    if (static_cast<unsigned char>(prefix.back()) < 0xff) {
-      prefix.back() = static_cast<char>(prefix.back() + 1);
-      return prefix;
-    }
-    prefix.pop_back();
-  }
-  return std::string(1, '\0');
-}
-
-// The gateway writes 64-bit integers as strings.
-std::int64_t integer(const json& j, const char* field) {
-  auto it = j.find(field);
-  if (it == j.end()) return 0;
-  if (it->is_string()) return std::stoll(it->get<std::string>());
-  if (it->is_number_integer()) return it->get<std::int64_t>();
-  return 0;
-}
-
 Result<Entry> entry_of(const json& kv) {
   auto key = unbase64(kv.value("key", ""));
   if (!key.ok()) return key.status();
   auto value = unbase64(kv.value("value", ""));
   if (!value.ok()) return value.status();
-  return Entry{*key, *value, integer(kv, "mod_revision")};
+  return Entry{*key, *value, json_integer(kv, "mod_revision")};
 }
 
 json put(const std::string& key, const std::string& value, Store::Lease lease) {
@@ -115,7 +54,7 @@ asio::awaitable<Result<json>> EtcdStore::call(const std::string& path, const jso
   auto answer = co_await post_json(endpoints_, path, body, timeout_);
   if (!answer.ok())
     co_return Status(answer.status().code(), "the rendezvous store " + name_ + " failed: " + answer.status().message() +
-                                                 "; is etcd running and reachable from this node?");
+                                                 "; is etcd (or the ringsyncd that serves the rendezvous, --serve-rendezvous) running and reachable from this node?");
   co_return answer;
 }
 
@@ -123,7 +62,7 @@ asio::awaitable<Result<Store::Lease>> EtcdStore::grant(std::chrono::seconds ttl)
   const json body = {{"TTL", std::to_string(ttl.count())}};
   auto answer = co_await call(kGrant, body);
   if (!answer.ok()) co_return answer.status();
-  const Lease id = integer(*answer, "ID");
+  const Lease id = json_integer(*answer, "ID");
   if (id == 0) co_return Status::ProtocolError(name_ + " granted no lease: " + answer->dump());
   co_return id;
 }
@@ -133,7 +72,7 @@ asio::awaitable<Status> EtcdStore::keep_alive(Lease lease) {
   auto answer = co_await call(kKeepAlive, body);
   if (!answer.ok()) co_return answer.status();
   const json result = answer->value("result", json::object());
-  if (integer(result, "TTL") <= 0)
+  if (json_integer(result, "TTL") <= 0)
     co_return Status::PeerLost("the lease " + std::to_string(lease) + " in " + name_ + " has expired");
   co_return Status::Ok();
 }

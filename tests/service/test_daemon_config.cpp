@@ -76,7 +76,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "rank-liveness-timeout", "max-jobs", "max-job-ranks",
                                        "max-job-buffer-bytes", "job-metrics-linger",
                                        "rendezvous-timeout", "rendezvous-lease", "elastic-timeout",
-                             "max-kept-state-bytes", "kept-state-linger"});
+                                       "max-kept-state-bytes", "kept-state-linger", "link-rate", "serve-rendezvous"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {
@@ -148,6 +148,23 @@ TEST_CASE("--control-cpus: none by default, a CPU list when given, a clear error
   CHECK(error_of({"--control-cpus=two"}) ==
         "control-cpus must be a CPU list such as 3 or 2-3,6: 'two' is not a CPU number (0 to 8191) or a range of "
         "them such as 2-5 (--control-cpus from flag)");
+}
+
+TEST_CASE("--link-rate: unset by default, bits per second or a size per second, a clear error otherwise") {
+  auto d = load({});
+  REQUIRE(d.ok());
+  CHECK(d->link_rate_bytes_per_second == 0);
+  auto fast = load({"--link-rate=100Gbit"});
+  REQUIRE(fast.ok());
+  CHECK(fast->link_rate_bytes_per_second == doctest::Approx(12.5e9));
+  auto from_env = load({}, {{"RINGSYNC_LINK_RATE", "25Gbit"}});
+  REQUIRE(from_env.ok());
+  CHECK(from_env->link_rate_bytes_per_second == doctest::Approx(3.125e9));
+  CHECK(error_of({"--link-rate=fast"}).starts_with("link-rate: unknown rate 'fast' (use a link rate in bits"));
+  CHECK(error_of({"--link-rate=0Gbit"}) == "link-rate: must be above 0 (--link-rate from flag)");
+  auto served = load({"--serve-rendezvous=10.0.0.1:2379"});
+  REQUIRE(served.ok());
+  CHECK(served->serve_rendezvous == "10.0.0.1:2379");
 }
 
 TEST_CASE("the metrics server can be turned off") {

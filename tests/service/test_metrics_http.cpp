@@ -390,13 +390,13 @@ TEST_CASE("bind errors and bad addresses are clear errors") {
     auto r = MetricsServer::start(io, bad, render);
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
-    CHECK(r.status().message().rfind(std::string("invalid metrics address '") + bad + "': ", 0) == 0);
+    CHECK(r.status().message().rfind(std::string("invalid --metrics-address '") + bad + "': ", 0) == 0);
     CHECK(r.status().message().find("--metrics-address") != std::string::npos);
   }
 
   auto unresolvable = MetricsServer::start(io, "no-such-host.invalid:9400", render);
   REQUIRE_FALSE(unresolvable.ok());
-  CHECK(unresolvable.status().message().rfind("cannot resolve metrics host 'no-such-host.invalid'", 0) == 0);
+  CHECK(unresolvable.status().message().rfind("cannot resolve the host 'no-such-host.invalid' of --metrics-address", 0) == 0);
 
   auto not_local = MetricsServer::start(io, "192.0.2.1:0", render);  // TEST-NET-1: no interface has it
   REQUIRE_FALSE(not_local.ok());
