@@ -38,6 +38,7 @@ struct NodePlace {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;  // 0: a free loopback port
   std::vector<std::string> launcher;
+  std::vector<std::string> flags;  // this node's own, after the options' extra flags
 };
 
 struct ClusterOptions {

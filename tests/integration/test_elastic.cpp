@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -40,23 +41,34 @@ std::string repo_file(const std::string& path) { return std::string(RINGSYNC_SOU
                     "no python3 with torch was found at configure time (python3-torch)"); \
   } while (0)
 
-// etcd on host 0; a service ringsyncd on every host; elastic trainers.
+// Where the job rendezvouses: a real etcd on host 0, or the store host 0's
+// own ringsyncd serves (--serve-rendezvous), for clusters without etcd.
+enum class Store { kEtcd, kServedByDaemon };
+
+// The store on host 0; a service ringsyncd on every host; elastic trainers.
 struct ElasticCluster {
   NetnsHosts hosts;
-  EtcdServer etcd;
+  std::optional<EtcdServer> etcd;
   ClusterFixture cluster;
 
-  ElasticCluster(int host_count, std::vector<std::string> flags = {})
-      : hosts(host_count), etcd(hosts.address(0), 2379, 2380, hosts.launcher(0)), cluster(options(std::move(flags))) {}
+  ElasticCluster(int host_count, std::vector<std::string> flags = {}, Store store = Store::kEtcd)
+      : hosts(host_count), etcd(start_etcd(store)), cluster(options(std::move(flags), store)) {}
 
-  ClusterOptions options(std::vector<std::string> flags) const {
+  std::optional<EtcdServer> start_etcd(Store store) const {
+    if (store != Store::kEtcd) return std::nullopt;
+    return std::optional<EtcdServer>(std::in_place, hosts.address(0), 2379, 2380, hosts.launcher(0));
+  }
+  std::string store_url() const { return etcd ? etcd->url() : "etcd://" + hosts.address(0) + ":2379"; }
+
+  ClusterOptions options(std::vector<std::string> flags, Store store) const {
     ClusterOptions o;
     o.nodes = hosts.size();
     o.local_size = 1;
     o.service = true;
     o.job_id = "unused";
     for (int i = 0; i < hosts.size(); ++i) o.places.push_back({hosts.address(i), kControlPort, hosts.launcher(i)});
-    o.extra_flags = {"--rendezvous", etcd.url(), "--rendezvous-lease", "2s", "--elastic-timeout", "8s"};
+    if (store == Store::kServedByDaemon) o.places[0].flags = {"--serve-rendezvous", hosts.address(0) + ":2379"};
+    o.extra_flags = {"--rendezvous", store_url(), "--rendezvous-lease", "2s", "--elastic-timeout", "8s"};
     o.extra_flags.insert(o.extra_flags.end(), flags.begin(), flags.end());
     return o;
   }
@@ -149,10 +161,10 @@ int redone(const TrainerRun& run) {
 
 }  // namespace
 
-TEST_CASE("elastic: 3 nodes + 1 spare: a node killed mid-training is replaced and training ends as without the kill") {
-  REQUIRE_ELASTIC_HOSTS();
+// 3 nodes + 1 spare; node 2 killed at a random step; the spare takes its
+// place and training ends as without the kill.
+void spare_replaces_killed_node(ElasticCluster& e) {
   const json expected = reference();
-  ElasticCluster e(4);
   RankGroup ranks(e.cluster, "spare");
   for (int node = 0; node < 3; ++node) e.start_trainer(ranks, node, 2, 3, 3);
   REQUIRE_MESSAGE(reached(ranks, 0, 1, 90s), ranks.report(), e.cluster.logs());
@@ -202,6 +214,21 @@ TEST_CASE("elastic: 3 nodes + 1 spare: a node killed mid-training is replaced an
     CHECK_MESSAGE(metrics.find("ringsync_ring_recovery_seconds{job_id=\"elastic\"}") != std::string::npos, code, metrics);
   }
   CHECK(e.cluster.stop_all().empty());
+}
+
+TEST_CASE("elastic: 3 nodes + 1 spare: a node killed mid-training is replaced and training ends as without the kill") {
+  REQUIRE_ELASTIC_HOSTS();
+  ElasticCluster e(4);
+  spare_replaces_killed_node(e);
+}
+
+TEST_CASE("elastic without etcd: host 0's ringsyncd serves the rendezvous, and the spare still replaces a killed node") {
+  REQUIRE_ELASTIC_HOSTS();
+  ElasticCluster e(4, {}, Store::kServedByDaemon);
+  REQUIRE_MESSAGE(e.cluster.log(0).find("serving a rendezvous store at " + e.hosts.address(0) + ":2379") !=
+                      std::string::npos,
+                  e.cluster.log(0));
+  spare_replaces_killed_node(e);
 }
 
 TEST_CASE("elastic: no spare, 2 of 3 nodes left and a minimum of 2: the job goes on with 2 nodes") {
