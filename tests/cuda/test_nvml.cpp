@@ -139,9 +139,11 @@ TEST_CASE("the daemon's metrics pick the library from RINGSYNC_NVML_LIBRARY") {
   CHECK(nvml_library_path() == RINGSYNC_FAKE_NVML);
   metrics::Registry registry;
   service::DaemonMetrics daemon_metrics(registry);
-  CHECK(!contains(registry.render(), "ringsync_gpu"));
+  CHECK(!contains(registry.render(), "ringsync_gpu_utilization"));
+  CHECK(contains(registry.render(), "\nringsync_gpu_devices 0\n"));  // always there, 0 until NVML says more
   daemon_metrics.start_gpu_sampling(std::chrono::hours(1));
   const std::string text = registry.render();
+  CHECK(contains(text, "\nringsync_gpu_devices 2\n"));
   CHECK(contains(text, series("ringsync_gpu_utilization_ratio", 0, kGpu0) + "0.37\n"));
   CHECK(contains(text, series("ringsync_gpu_memory_used_bytes", 1, kGpu1) + "42\n"));
 }
