@@ -108,7 +108,9 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
   session->membership = ClientSession::Membership{hello.job_id, hello.local_rank, hello.pid};
   if (ring) ring->set_local_ranks(it->second.connected());
   metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
-  if (created) metrics_.stall_reports.with({hello.job_id}).inc(0);  // the series exists from the job's start
+  // Series a dashboard reads exist from the job's (and the rank's) start.
+  if (created) metrics_.stall_reports.with({hello.job_id}).inc(0);
+  metrics_.rank_last.with({hello.job_id, std::to_string(hello.local_rank)}).inc(0);
   RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid << ") joined job '"
                           << hello.job_id << "' as local rank " << hello.local_rank << " of " << hello.local_size;
   if (ring && !ring->registered()) {
