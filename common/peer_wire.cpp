@@ -40,7 +40,7 @@ struct Encoder {
     return {fb::PeerBody::PeerHello,
             fb::CreatePeerHello(b, m.protocol_version, job, m.node_rank, m.num_nodes, m.slots,
                                 token, address, m.epoch, m.ring_chunk_bytes, m.response_cache,
-                                m.inline_bytes)
+                                m.inline_bytes, m.halving_doubling_bytes)
                 .Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const PeerHelloReply& m) {
@@ -216,7 +216,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       return Message(PeerHello{m->protocol_version(), m->job_id()->str(), m->node_rank(),
                                m->num_nodes(), m->slots(), str(m->token()),
                                bytes(m->ucx_address()), m->epoch(), m->ring_chunk_bytes(),
-                               m->response_cache(), m->inline_bytes()});
+                               m->response_cache(), m->inline_bytes(), m->halving_doubling_bytes()});
     }
     case fb::PeerBody::PeerHelloReply: {
       const auto* m = frame->body_as_PeerHelloReply();

@@ -29,6 +29,7 @@ struct PeerHello {
   std::uint64_t ring_chunk_bytes = 0;  // must match on every node
   std::uint32_t response_cache = 0;    // capacity; must match on every node
   std::uint64_t inline_bytes = 0;      // --inline-bytes; must match on every node
+  std::uint64_t halving_doubling_bytes = 0;  // --algorithm, --rhd-max-bytes; must match on every node
 };
 
 struct PeerHelloReply {

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "service/route/route.h"
+
 namespace ringsync::service {
 
 class BusyPoll {
@@ -32,16 +34,13 @@ class BusyPoll {
   };
   void set_hooks(Hooks hooks) { hooks_ = std::move(hooks); }
 
-  // Collectives up to this size keep the loop polling.
-  static constexpr std::uint64_t kSmallBytes = 64 * 1024;
-
   // Something small happened: poll instead of sleeping for the next window.
   void extend() {
     if (window_.count() > 0) until_ = Clock::now() + window_;
   }
   // extend() if `bytes` is a small collective's payload.
   void extend_for(std::uint64_t bytes) {
-    if (bytes <= kSmallBytes) extend();
+    if (bytes <= route::kBusyPollBytes) extend();
   }
 
   // Runs `io` until it stops (io_context::run with the polling window).

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "service/daemon.h"
+#include "service/route/route.h"
 #include "service/device_service.h"
 
 namespace ringsync::service {
@@ -70,7 +71,8 @@ void Daemon::execute(PendingCollective collective) {
   }
   // A few KiB are copied here rather than handed to the pool and back (two
   // thread wake-ups cost more than the copy).
-  if (payload_bytes(first, collective.submissions.size()) * collective.submissions.size() <= 64 * 1024) {
+  if (route::local_work_bytes(first.kind, first.count, first.dtype, collective.submissions.size()) <=
+      route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->pieces(); ++i) work->run_piece(i);
     finish(collective, Status::Ok(), ready);
     return;

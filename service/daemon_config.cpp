@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "common/wire.h"
 #include "service/cluster/job_spec.h"
+#include "service/route/route.h"
 
 namespace ringsync::service {
 namespace {
@@ -101,6 +102,11 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
     return Status::InvalidArgument("cycle-time must be between 0 and 1s" + from(cfg, "cycle-time"));
   c.fusion_threshold_bytes = cfg.get_bytes("fusion-threshold");
   RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "inline-bytes", 0, kMaxInlineBytes, c.inline_bytes));
+  {
+    auto limit = route::halving_doubling_limit(cfg.get_string("algorithm"), cfg.get_bytes("rhd-max-bytes"));
+    if (!limit.ok()) return Status::InvalidArgument(limit.status().message() + from(cfg, "algorithm"));
+    c.halving_doubling_bytes = *limit;
+  }
   const std::int64_t cache = cfg.get_int("response-cache");
   if (cache < 0 || cache > (1 << 20))
     return Status::InvalidArgument("response-cache must be between 0 and 1048576" + from(cfg, "response-cache"));
@@ -235,6 +241,12 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "Allreduces up to this size skip the ring: up to x 2/(N(N-1)) the nodes exchange their local "
        "reductions directly, up to x 2/N node 0 sends the result with the plan; 0 always runs the "
        "ring. The same on every node."},
+      {"algorithm", Kind::kString, "auto", "",
+       "How allreduces move between nodes: auto (recursive halving-doubling up to --rhd-max-bytes, the "
+       "pipelined ring above), ring, or rhd (halving-doubling at every size). The same on every node."},
+      {"rhd-max-bytes", Kind::kBytes, "1MiB", "bytes",
+       "With --algorithm auto: the largest allreduce (after fusion) that goes by halving-doubling "
+       "(fewer steps: 2 log2 N instead of 2(N-1)); larger ones take the ring."},
       {"response-cache", Kind::kInt, "1024", "tensors",
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
       {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},

@@ -102,6 +102,10 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       ring_operations(r.counter("ringsync_ring_operations_total",
                                 "Planned operations run (fused tensors count once; incl. inline ones).",
                                 {"op"})),
+      data_operations(r.counter("ringsync_data_plane_operations_total",
+                                "Operations run over the data plane between nodes, by algorithm: ring (the "
+                                "pipelined ring) or halving-doubling (small and mid-size allreduces; --algorithm).",
+                                {"algorithm"})),
       fused_tensors(r.counter("ringsync_fused_tensors_total",
                               "Tensors that ran inside ring operations.")),
       inline_operations(r.counter("ringsync_inline_operations_total",

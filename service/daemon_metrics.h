@@ -74,6 +74,7 @@ struct DaemonMetrics {
   metrics::CounterFamily& link_send_busy;     // job_id, peer, peer_address
   metrics::GaugeFamily& link_rate;
   metrics::CounterFamily& ring_operations;    // op
+  metrics::CounterFamily& data_operations;    // algorithm
   metrics::CounterFamily& fused_tensors;
   metrics::CounterFamily& inline_operations;
   metrics::HistogramFamily& negotiation;

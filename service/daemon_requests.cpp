@@ -276,7 +276,7 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   auto job_it = jobs_.find(session->membership->job_id);
   if (job_it == jobs_.end()) return reject(Status::Internal("job vanished"), "internal");
   Job& job = job_it->second;
-  if (request.count <= BusyPoll::kSmallBytes) busy_.extend_for(request.count * dtype_size(request.dtype));
+  if (request.count <= route::kBusyPollBytes) busy_.extend_for(request.count * dtype_size(request.dtype));
   cluster::JobRing* ring = ring_of(job.id());
   auto submission = prepare(session, job, ring, request);
   if (!submission.ok()) return reject(submission.status(), "invalid_argument");

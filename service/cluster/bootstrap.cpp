@@ -1,5 +1,7 @@
 #include "service/cluster/bootstrap.h"
 
+#include "service/route/route.h"
+
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -52,6 +54,9 @@ std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& 
   if (h.inline_bytes != c.inline_bytes)
     return who + " runs --inline-bytes " + std::to_string(h.inline_bytes) + ", node 0 " +
            std::to_string(c.inline_bytes) + "; every node must use the same";
+  if (h.halving_doubling_bytes != c.halving_doubling_bytes)
+    return who + " runs --algorithm " + route::describe_limit(h.halving_doubling_bytes) + ", node 0 " +
+           route::describe_limit(c.halving_doubling_bytes) + "; every node must use the same (--algorithm, --rhd-max-bytes)";
   if (h.node_rank == 0 || h.node_rank >= c.nodes.size())
     return "node rank " + std::to_string(h.node_rank) + " is out of range [1, " +
            std::to_string(c.nodes.size()) + ")";
@@ -219,7 +224,7 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       link->send(peer_wire::PeerHello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
                                       static_cast<std::uint32_t>(c.nodes.size()), c.slots, c.token,
                                       c.ucx_address, 0, c.ring_chunk_bytes, c.response_cache,
-                                      c.inline_bytes});
+                                      c.inline_bytes, c.halving_doubling_bytes});
       asio::steady_timer deadline(ex);
       deadline.expires_at(give_up);
       deadline.async_wait([done](boost::system::error_code wait_ec) {

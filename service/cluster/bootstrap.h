@@ -39,6 +39,7 @@ struct BootstrapConfig {
   std::uint64_t ring_chunk_bytes = 0;
   std::uint32_t response_cache = 0;
   std::uint64_t inline_bytes = 0;
+  std::uint64_t halving_doubling_bytes = 0;
 };
 
 // The outcome of a successful bootstrap.

@@ -10,6 +10,8 @@
 #include "service/ring/allgather.h"
 #include "service/ring/allreduce.h"
 #include "service/ring/broadcast.h"
+#include "service/ring/halving_doubling.h"
+#include "service/route/route.h"
 #include "service/timeline.h"
 
 namespace ringsync::service::cluster {
@@ -17,10 +19,6 @@ namespace ringsync::service::cluster {
 namespace asio = boost::asio;
 
 namespace {
-
-// Memory work this small runs on the control thread: handing it to the pool
-// and back costs two thread wake-ups, far more than copying a few KiB.
-constexpr std::size_t kInlineBytes = 64 * 1024;
 
 const char* ring_phase(wire::CollectiveKind kind) {
   switch (kind) {
@@ -178,7 +176,7 @@ void Executor::gather(std::shared_ptr<Running> running) {
   running->work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
                                                    settings_.ring_chunk_bytes, staging_.get());
   auto work = running->work;
-  if (work->buffer_bytes() <= kInlineBytes) {
+  if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);
     run_ring(std::move(running));
     return;
@@ -231,7 +229,10 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
   const Clock::time_point ring_start = Clock::now();
   Timeline* timeline = timeline_;
   std::vector<std::string> names = timeline ? op.names : std::vector<std::string>{};
-  RingEngine::MakeTask make = [work, options, divisor, root_node, timeline, names](transport::Transport& t)
+  const route::Algorithm algorithm =
+      route::data_algorithm(settings_.halving_doubling_bytes, op.kind, work->buffer_bytes(), job_.num_nodes);
+  metrics_.data_operations.with({route::algorithm_name(algorithm)}).inc();
+  RingEngine::MakeTask make = [work, options, divisor, root_node, timeline, names, algorithm](transport::Transport& t)
       -> std::unique_ptr<ring::Task> {
     const auto& s = work->shape();
     switch (s.kind) {
@@ -241,6 +242,9 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
       case wire::CollectiveKind::kAllgather:
         return std::make_unique<ring::Allgather>(t, work->buffer(), work->buffer_count(), s.dtype, options);
       default: {
+        if (algorithm == route::Algorithm::kHalvingDoubling)
+          return std::make_unique<ring::HalvingDoublingAllreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
+                                                                  s.op, divisor, options);
         auto allreduce = std::make_unique<ring::Allreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
                                                            s.op, divisor, options);
         if (!timeline) return allreduce;
@@ -286,7 +290,7 @@ void Executor::run_staged(std::shared_ptr<Running> running) {
 void Executor::scatter(std::shared_ptr<Running> running) {
   auto work = running->work;
   const Clock::time_point start = Clock::now();
-  if (work->buffer_bytes() <= kInlineBytes) {
+  if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->scatter_pieces(); ++i) work->scatter_piece(i);
     if (timeline_)
       for (const auto& name : running->planned->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());

@@ -29,11 +29,12 @@ std::vector<std::uint8_t> finished(flatbuffers::FlatBufferBuilder& b) {
 }  // namespace
 
 TEST_CASE("peer messages survive encode and decode") {
-  PeerHello hello{kProtocolVersion, "job", 2, 4, 8, "secret", {1, 2, 3, 250}, 7, 1 << 20, 64, 32768};
+  PeerHello hello{kProtocolVersion, "job", 2, 4, 8, "secret", {1, 2, 3, 250}, 7, 1 << 20, 64, 32768, 262144};
   auto h = std::get<PeerHello>(round_trip(hello));
   CHECK(h.ring_chunk_bytes == 1 << 20);
   CHECK(h.response_cache == 64);
   CHECK(h.inline_bytes == 32768);
+  CHECK(h.halving_doubling_bytes == 262144);
   CHECK(h.job_id == "job");
   CHECK(h.node_rank == 2);
   CHECK(h.num_nodes == 4);

@@ -143,6 +143,24 @@ TEST_CASE("a node whose small allreduces would take another path than node 0's i
                 cluster.results[1]->status().message());
 }
 
+TEST_CASE("a node that would move allreduces by another algorithm than node 0's is refused") {
+  // One node running halving-doubling and its peer the ring would wait for
+  // messages the other never sends.
+  Cluster cluster(2);
+  auto coordinator = cluster.config(0, 1500ms);
+  coordinator.halving_doubling_bytes = 256 * 1024;
+  cluster.start(coordinator);
+  auto other = cluster.config(1);
+  other.halving_doubling_bytes = 0;
+  cluster.start(other);
+  REQUIRE(cluster.wait({0, 1}));
+  REQUIRE_FALSE(cluster.results[1]->ok());
+  CHECK_MESSAGE(cluster.results[1]->status().message().find(
+                    "node 1 runs --algorithm ring, node 0 auto (halving-doubling allreduces up to 256KiB, ring "
+                    "above); every node must use the same (--algorithm, --rhd-max-bytes)") != std::string::npos,
+                cluster.results[1]->status().message());
+}
+
 TEST_CASE("no coordinator: a worker gives up at its deadline naming the address") {
   Cluster cluster(2);
   cluster.listener.reset();  // nobody listens on node 0's port now

@@ -39,7 +39,7 @@ TEST_CASE("after a small collective's event the loop polls; until then and for l
   CHECK(busy.empty_polls() > 0);
 
   BusyPoll large(10s);
-  run_once(large, BusyPoll::kSmallBytes + 1, handlers);
+  run_once(large, ringsync::service::route::kBusyPollBytes + 1, handlers);
   CHECK(handlers == 4);
   CHECK(large.polled_handlers() == 0);
   CHECK(large.empty_polls() == 0);

@@ -76,7 +76,8 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "rank-liveness-timeout", "max-jobs", "max-job-ranks",
                                        "max-job-buffer-bytes", "job-metrics-linger",
                                        "rendezvous-timeout", "rendezvous-lease", "elastic-timeout",
-                                       "max-kept-state-bytes", "kept-state-linger", "link-rate", "serve-rendezvous"});
+                                       "max-kept-state-bytes", "kept-state-linger", "link-rate", "serve-rendezvous",
+                                       "algorithm", "rhd-max-bytes"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {
@@ -162,6 +163,13 @@ TEST_CASE("--link-rate: unset by default, bits per second or a size per second, 
   CHECK(from_env->link_rate_bytes_per_second == doctest::Approx(3.125e9));
   CHECK(error_of({"--link-rate=fast"}).starts_with("link-rate: unknown rate 'fast' (use a link rate in bits"));
   CHECK(error_of({"--link-rate=0Gbit"}) == "link-rate: must be above 0 (--link-rate from flag)");
+  auto ring = load({"--algorithm=ring"});
+  REQUIRE(ring.ok());
+  CHECK(ring->cluster.halving_doubling_bytes == 0);
+  auto automatic = load({"--rhd-max-bytes=1MiB"});
+  REQUIRE(automatic.ok());
+  CHECK(automatic->cluster.halving_doubling_bytes == 1024 * 1024);
+  CHECK(error_of({"--algorithm=tree"}) == "algorithm must be auto, ring or rhd, got 'tree' (--algorithm from flag)");
   auto served = load({"--serve-rendezvous=10.0.0.1:2379"});
   REQUIRE(served.ok());
   CHECK(served->serve_rendezvous == "10.0.0.1:2379");

@@ -1,0 +1,58 @@
+// How a collective travels, decided here and nowhere else (as Horovod's
+// ordered operation list and NCCL's tuner do): the named size limits, and
+// which algorithm moves an operation between nodes.
+//
+//   on one node      memory work up to kInlineWorkBytes runs on the control
+//                    thread, larger work on the pool (service/local_collective.h)
+//   between nodes    allreduces up to --inline-bytes skip the data plane: the
+//                    nodes exchange their local reductions directly, or node 0
+//                    answers with the plan (negotiation::direct_limit and
+//                    inline_limit divide --inline-bytes by the node count);
+//                    then data_algorithm(): recursive halving-doubling
+//                    (ring/halving_doubling.h) for allreduces up to the
+//                    halving-doubling limit, the pipelined ring above it and for
+//                    every other collective
+//   the loop         collectives up to kBusyPollBytes keep it polling (busy_poll.h)
+//
+// Every node of a job must route alike: the settings here travel in the
+// peers' hello and a node with other ones is refused (cluster/bootstrap.cpp).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "common/wire.h"
+
+namespace ringsync::service::route {
+
+// Memory work (gathering the ranks' inputs, copying results out) up to this
+// many bytes runs on the control thread: handing it to the pool and back costs
+// two thread wake-ups, more than copying a few KiB.
+inline constexpr std::uint64_t kInlineWorkBytes = 64 * 1024;
+// Collectives up to this payload keep the daemon's loop polling for a while:
+// the ranks' next small request is due soon.
+inline constexpr std::uint64_t kBusyPollBytes = 64 * 1024;
+// --algorithm rhd: every allreduce between nodes by halving-doubling.
+inline constexpr std::uint64_t kAlways = std::numeric_limits<std::uint64_t>::max();
+
+// The bytes a local collective moves through memory: every rank's result,
+// written once per rank (an allgather's result is already every rank's piece).
+std::uint64_t local_work_bytes(wire::CollectiveKind kind, std::uint64_t count, DType dtype, std::uint64_t ranks);
+
+enum class Algorithm { kRing, kHalvingDoubling };
+const char* algorithm_name(Algorithm algorithm);
+
+// Which algorithm moves an operation of `bytes` (its whole buffer) among
+// `nodes` nodes, under halving_doubling_bytes (0: never; kAlways: every allreduce).
+Algorithm data_algorithm(std::uint64_t halving_doubling_bytes, wire::CollectiveKind kind, std::uint64_t bytes,
+                         std::uint32_t nodes);
+
+// The halving-doubling limit --algorithm (auto | ring | rhd) and --rhd-max-bytes give.
+Result<std::uint64_t> halving_doubling_limit(std::string_view algorithm, std::uint64_t rhd_max_bytes);
+// "auto (halving-doubling allreduces up to 1MiB, ring above)", "ring", "rhd": for messages.
+std::string describe_limit(std::uint64_t halving_doubling_bytes);
+
+}  // namespace ringsync::service::route
