@@ -23,6 +23,7 @@ evenly among the ranks of the moment.
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -109,7 +110,13 @@ def main():
   parser.add_argument("--step-delay", type=float, default=0.0, help="seconds to sleep after each step")
   parser.add_argument("--reference", action="store_true", help="train in one process, without ringsync")
   parser.add_argument("--out", help="also write the result (JSON) to this file")
+  parser.add_argument("--join-when", metavar="FILE",
+                      help="wait until FILE exists before joining (a spare started with the others, "
+                           "set to join later)")
   args = parser.parse_args()
+  if args.join_when:
+    while not os.path.exists(args.join_when):
+      time.sleep(0.05)
   result = reference(args.steps) if args.reference else elastic(args.steps, args.step_delay)
   text = json.dumps(result)
   if args.out:

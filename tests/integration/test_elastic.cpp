@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <fstream>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -74,7 +75,10 @@ struct ElasticCluster {
   }
 
   // The trainer of `node`: examples/elastic_train.py in an elastic job of min..max nodes.
-  void start_trainer(RankGroup& ranks, int node, int min_nodes, int max_nodes, int first_nodes) const {
+  // join_when: the trainer starts now (Python and torch load in seconds) but
+  // joins only once that file exists.
+  void start_trainer(RankGroup& ranks, int node, int min_nodes, int max_nodes, int first_nodes,
+                     const std::string& join_when = "") const {
     std::map<std::string, std::string> env = {
         {"RINGSYNC_JOB_ID", "elastic"},
         {"RINGSYNC_JOB_TOKEN", "token-of-elastic"},
@@ -86,10 +90,10 @@ struct ElasticCluster {
         {"PYTHONPATH", repo_file("client/python")},
         {"RINGSYNC_LIBRARY", std::string(RINGSYNC_BIN_DIR) + "/../lib/libringsync.so"},
         {"PYTHONUNBUFFERED", "1"}};
-    ranks.start_program(node, 0,
-                        {RINGSYNC_TORCH_PYTHON, repo_file("examples/elastic_train.py"), "--steps",
-                         std::to_string(kSteps), "--step-delay", "0.15"},
-                        env);
+    std::vector<std::string> argv = {RINGSYNC_TORCH_PYTHON, repo_file("examples/elastic_train.py"), "--steps",
+                                     std::to_string(kSteps), "--step-delay", "0.15"};
+    if (!join_when.empty()) argv.insert(argv.end(), {"--join-when", join_when});
+    ranks.start_program(node, 0, argv, env);
   }
 };
 
@@ -166,9 +170,14 @@ int redone(const TrainerRun& run) {
 void spare_replaces_killed_node(ElasticCluster& e) {
   const json expected = reference();
   RankGroup ranks(e.cluster, "spare");
+  TempDir dir;
+  const std::string spare_joins = dir.file("spare-joins");
   for (int node = 0; node < 3; ++node) e.start_trainer(ranks, node, 2, 3, 3);
+  // The spare starts with the others (loading torch takes seconds on a busy
+  // machine: longer than the whole training) and joins once the run is on.
+  e.start_trainer(ranks, 3, 2, 3, 3, spare_joins);
   REQUIRE_MESSAGE(reached(ranks, 0, 1, 90s), ranks.report(), e.cluster.logs());
-  e.start_trainer(ranks, 3, 2, 3, 3);  // the spare: waits for a place
+  std::ofstream(spare_joins) << "now\n";
   // Its daemon has registered it (a spare that comes later joins at the next reset).
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (e.cluster.log(3).find("waiting for the next run's nodes") == std::string::npos &&
@@ -176,8 +185,11 @@ void spare_replaces_killed_node(ElasticCluster& e) {
     std::this_thread::sleep_for(50ms);
   REQUIRE_MESSAGE(e.cluster.log(3).find("waiting for the next run's nodes") != std::string::npos, e.cluster.logs());
   const int victim = 2;
-  // At a random step (printed, to rerun a failure with it in mind).
-  const int kill_step = 3 + static_cast<int>(std::random_device{}() % 15);
+  // At a random step from the next on (printed, to rerun a failure with it in mind).
+  int now_at = 0;
+  for (const auto& s : parse(ranks.output(0)).steps) now_at = std::max(now_at, s.value("step", 0));
+  REQUIRE_MESSAGE(now_at + 1 < kSteps - 5, "training ran ahead of the spare's registration: at step ", now_at);
+  const int kill_step = now_at + 1 + static_cast<int>(std::random_device{}() % (kSteps - 6 - now_at));
   MESSAGE("killing node ", victim, " at step ", kill_step, " of ", kSteps);
   REQUIRE_MESSAGE(reached(ranks, 0, kill_step, 60s), ranks.report(), e.cluster.logs());
   e.cluster.signal(victim, SIGKILL);
@@ -282,9 +294,12 @@ TEST_CASE("elastic: a node that comes while a run of 2 goes on joins it at the n
   const json expected = reference();
   ElasticCluster e(3);
   RankGroup ranks(e.cluster, "grow");
+  TempDir dir;
+  const std::string third_joins = dir.file("third-joins");
   for (int node = 0; node < 2; ++node) e.start_trainer(ranks, node, 2, 3, 2);
+  e.start_trainer(ranks, 2, 2, 3, 2, third_joins);  // loads torch now, joins at step 3
   REQUIRE_MESSAGE(reached(ranks, 0, 3, 90s), ranks.report(), e.cluster.logs());
-  e.start_trainer(ranks, 2, 2, 3, 2);  // a third node arrives
+  std::ofstream(third_joins) << "now\n";  // a third node arrives
   const auto codes = ranks.wait(150s);
   CHECK_MESSAGE(all_equal(codes, 0), ranks.report(), e.cluster.logs());
   for (int index : {0, 1, 2}) {
