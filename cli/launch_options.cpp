@@ -1,5 +1,6 @@
 #include "cli/launch_options.h"
 
+#include "cli/options.h"
 #include "common/units.h"
 
 namespace ringsync::cli {
@@ -109,13 +110,10 @@ Result<LaunchOptions> parse_launch_options(const std::vector<std::string>& args)
     if (arg.rfind("--", 0) != 0)
       return Status::InvalidArgument("'" + arg + "' is not an option; put the trainer command after "
                                      "'--': ringsync launch --nodes N --slots L -- CMD ARGS...");
-    std::string name = arg, value;
-    bool has_value = false;
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
+    const NamedArgument split = split_argument(arg);
+    const std::string& name = split.name;
+    const bool has_value = split.value.has_value();
+    std::string value = split.value.value_or("");
     static const char* const kKnown[] = {"--nodes",   "--slots",   "--job-id",     "--daemon-arg",
                                          "--log-dir", "--timeout", "--stop-grace", "--daemon"};
     bool known = false;

@@ -19,6 +19,17 @@ inline std::optional<std::string> option(const std::vector<std::string>& args,
   return std::nullopt;
 }
 
+// "--name=value" split at the first '=' ("--name" alone: no value).
+struct NamedArgument {
+  std::string name;
+  std::optional<std::string> value;
+};
+inline NamedArgument split_argument(const std::string& arg) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos) return {arg, std::nullopt};
+  return {arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
 inline bool flag(const std::vector<std::string>& args, const std::string& name) {
   for (const auto& a : args)
     if (a == name) return true;

@@ -1,6 +1,7 @@
 #include "cli/top/options.h"
 
 #include "cli/node_daemons.h"
+#include "cli/options.h"
 #include "common/units.h"
 
 namespace ringsync::cli::top {
@@ -70,13 +71,10 @@ Result<Options> parse_options(const std::vector<std::string>& args) {
       RINGSYNC_RETURN_IF_ERROR(add_targets(o.targets, parse_targets(arg)));
       continue;
     }
-    std::string name = arg, value;
-    bool has_value = false;
-    if (const auto eq = arg.find('='); eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
+    const NamedArgument split = split_argument(arg);
+    const std::string& name = split.name;
+    const bool has_value = split.value.has_value();
+    std::string value = split.value.value_or("");
     if (name != "--metrics" && name != "--launch-dir" && name != "--job-id" && name != "--interval" &&
         name != "--timeout")
       return Status::InvalidArgument("unknown option '" + name + "' (see ringsync top --help)");

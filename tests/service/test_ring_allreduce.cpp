@@ -11,6 +11,7 @@
 #include "service/ring/partition.h"
 #include "service/transport/in_process.h"
 #include "test_ring_data.h"
+#include "test_allreduce_runner.h"
 #include "test_ring_harness.h"
 
 using namespace ringsync;
@@ -20,42 +21,11 @@ using ringsync::service::transport::InProcessFabric;
 
 namespace {
 
-constexpr DType kDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,
-                             DType::kI32, DType::kI64, DType::kU8};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kProd};
-
-struct Outcome {
-  std::vector<Bytes> buffers;  // every node's buffer afterwards
-  std::vector<TaskState> states;
-  std::vector<Status> statuses;
-};
-
 // One allreduce over `n` nodes as threads, each starting from inputs[rank].
 Outcome allreduce(int n, const std::vector<Bytes>& inputs, std::size_t count, DType dtype,
                   ReduceOp op, std::size_t divisor, const RingOptions& options,
                   InProcessFabric* shared_fabric = nullptr) {
-  InProcessFabric own_fabric(n);
-  InProcessFabric& fabric = shared_fabric != nullptr ? *shared_fabric : own_fabric;
-  Outcome out{inputs, std::vector<TaskState>(static_cast<std::size_t>(n)),
-              std::vector<Status>(static_cast<std::size_t>(n))};
-  spawn(n, [&](int r) {
-    const auto i = static_cast<std::size_t>(r);
-    Allreduce task(fabric.endpoint(r), out.buffers[i].data(), count, dtype, op, divisor, options);
-    const Status posted = task.post();
-    out.states[i] = posted.ok() ? drive_one(fabric.endpoint(r), task) : TaskState::kError;
-    out.statuses[i] = task.status();
-  });
-  return out;
-}
-
-void check_all_equal(const Outcome& out, const Bytes& expected) {
-  for (std::size_t r = 0; r < out.buffers.size(); ++r) {
-    CAPTURE(r);
-    CHECK(out.states[r] == TaskState::kDone);
-    CHECK(out.statuses[r].ok());
-    CHECK(out.buffers[r] == expected);
-  }
+  return run_allreduce<Allreduce>(n, inputs, count, dtype, op, divisor, options, shared_fabric);
 }
 
 }  // namespace
@@ -64,8 +34,8 @@ TEST_CASE("ring allreduce: every dtype and op, bit for bit against the reference
   for (int n : {1, 2, 3, 4, 7, 11}) {
     for (std::size_t count :
          {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(n - 1), std::size_t{37}}) {
-      for (DType dtype : kDTypes) {
-        for (ReduceOp op : kOps) {
+      for (DType dtype : kAllDTypes) {
+        for (ReduceOp op : kAllOps) {
           CAPTURE(n);
           CAPTURE(count);
           CAPTURE(dtype_name(dtype));
@@ -89,8 +59,8 @@ TEST_CASE("ring allreduce: every dtype and op, bit for bit against the reference
 TEST_CASE("ring allreduce: a large odd count, every dtype and op") {
   constexpr std::size_t kCount = 100003;
   for (int n : {1, 2, 3, 4, 7, 11}) {
-    for (DType dtype : kDTypes) {
-      for (ReduceOp op : kOps) {
+    for (DType dtype : kAllDTypes) {
+      for (ReduceOp op : kAllOps) {
         CAPTURE(n);
         CAPTURE(dtype_name(dtype));
         CAPTURE(reduce_op_name(op));
