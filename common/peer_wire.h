@@ -15,7 +15,7 @@
 
 namespace ringsync::peer_wire {
 
-inline constexpr std::uint32_t kProtocolVersion = 3;  // 3: RankLeft, NodeDrained
+inline constexpr std::uint32_t kProtocolVersion = 4;  // 3: RankLeft, NodeDrained; 4: reduce-scatter, alltoall
 
 struct PeerHello {
   std::uint32_t protocol_version = kProtocolVersion;

@@ -26,8 +26,7 @@ std::string elapsed_text(Clock::duration d) {
 }
 
 std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
-  const std::uint64_t bytes = c.count * dtype_size(c.dtype);
-  return c.kind == wire::CollectiveKind::kAllgather ? bytes * ranks : bytes;
+  return wire::extent(c.kind, c.count, ranks).payload() * dtype_size(c.dtype);
 }
 
 }  // namespace

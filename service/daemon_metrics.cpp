@@ -16,7 +16,9 @@ double bus_factor(wire::CollectiveKind kind, std::size_t n) {
   const double dn = static_cast<double>(n);
   switch (kind) {
     case wire::CollectiveKind::kAllreduce: return 2.0 * (dn - 1.0) / dn;
-    case wire::CollectiveKind::kAllgather: return (dn - 1.0) / dn;
+    case wire::CollectiveKind::kAllgather:
+    case wire::CollectiveKind::kReduceScatter:
+    case wire::CollectiveKind::kAlltoall: return (dn - 1.0) / dn;
     case wire::CollectiveKind::kBroadcast: return 1.0;
     case wire::CollectiveKind::kBarrier: return 0.0;
   }

@@ -198,19 +198,15 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
   const std::uint64_t global_rank = node * job.local_size() + rank;
   if (overflows(request.count, elem, ranks))
     return Status::InvalidArgument("count " + std::to_string(request.count) + " is too large");
-  std::uint64_t send_bytes = request.count * elem;
-  std::uint64_t recv_bytes = send_bytes;
-  switch (request.kind) {
-    case wire::CollectiveKind::kAllreduce: break;
-    case wire::CollectiveKind::kBroadcast:
-      if (request.root >= ranks)
-        return Status::InvalidArgument("broadcast root " + std::to_string(request.root) +
-                                       " is not a rank of job '" + job.id() + "' (size " +
-                                       std::to_string(ranks) + ")");
-      if (request.root != global_rank) send_bytes = 0;  // only the root's data is read
-      break;
-    case wire::CollectiveKind::kAllgather: recv_bytes = send_bytes * ranks; break;
-    case wire::CollectiveKind::kBarrier: send_bytes = recv_bytes = 0; break;
+  const wire::Extent extent = wire::extent(request.kind, request.count, ranks);
+  std::uint64_t send_bytes = extent.send * elem;
+  const std::uint64_t recv_bytes = extent.recv * elem;
+  if (request.kind == wire::CollectiveKind::kBroadcast) {
+    if (request.root >= ranks)
+      return Status::InvalidArgument("broadcast root " + std::to_string(request.root) +
+                                     " is not a rank of job '" + job.id() + "' (size " +
+                                     std::to_string(ranks) + ")");
+    if (request.root != global_rank) send_bytes = 0;  // only the root's data is read
   }
   Submission s;
   ResolvedBuffer send, recv;
@@ -237,14 +233,20 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
     send = std::move(send_host).value();
     recv = std::move(recv_host).value();
   }
-  const bool in_place_allgather = request.kind == wire::CollectiveKind::kAllgather &&
-                                  send.data == recv.data + global_rank * send_bytes;
   // In place means send == recv, except for allgather, where it means send is
-  // this rank's own slot of recv. Any other overlap would read data already
-  // overwritten by another rank's contribution.
-  const bool in_place = request.kind == wire::CollectiveKind::kAllgather
-                            ? in_place_allgather
-                            : send.data == recv.data;
+  // this rank's own slot of recv, and reduce-scatter, where recv is this rank's
+  // own slot of send. Any other overlap would read data already overwritten by
+  // another rank's contribution. Alltoall has no in-place form: every rank's
+  // output slot is another rank's input.
+  const std::uint64_t slot = global_rank * request.count * elem;
+  bool in_place = send.data == recv.data;
+  if (request.kind == wire::CollectiveKind::kAllgather) in_place = send.data == recv.data + slot;
+  if (request.kind == wire::CollectiveKind::kReduceScatter) in_place = recv.data == send.data + slot;
+  if (request.kind == wire::CollectiveKind::kAlltoall && recv_bytes > 0 &&
+      (in_place || partially_overlap(send.data, send_bytes, recv.data, recv_bytes)))
+    return Status::InvalidArgument("alltoall of tensor '" + request.name +
+                                   "': the send and receive buffers overlap; alltoall cannot run in "
+                                   "place, pass a separate receive buffer");
   if (!in_place && partially_overlap(send.data, send_bytes, recv.data, recv_bytes))
     return Status::InvalidArgument("send and receive ranges of tensor '" + request.name +
                                    "' overlap without being in place");

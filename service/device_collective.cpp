@@ -59,6 +59,22 @@ Status run_on_device(const LocalPlan& plan, DeviceQueue& queue) {
           RINGSYNC_RETURN_IF_ERROR(
               copy_unless_same(queue, rank.recv + s * bytes, plan.ranks[s].send, bytes));
       break;
+    case wire::CollectiveKind::kReduceScatter:
+      // Block b of every input reduced into rank b's output (in place: block b
+      // of its own input, read by this reduction only).
+      for (std::size_t b = 0; b < plan.ranks.size(); ++b) {
+        std::vector<const void*> srcs;
+        for (const auto& rank : plan.ranks) srcs.push_back(rank.send + b * bytes);
+        RINGSYNC_RETURN_IF_ERROR(queue.reduce(plan.ranks[b].recv, srcs.data(), srcs.size(),
+                                              plan.count, plan.dtype, plan.op));
+      }
+      break;
+    case wire::CollectiveKind::kAlltoall:
+      for (std::size_t from = 0; from < plan.ranks.size(); ++from)
+        for (std::size_t to = 0; to < plan.ranks.size(); ++to)
+          RINGSYNC_RETURN_IF_ERROR(copy_unless_same(queue, plan.ranks[to].recv + from * bytes,
+                                                    plan.ranks[from].send + to * bytes, bytes));
+      break;
     case wire::CollectiveKind::kBarrier: return Status::Ok();
   }
   return queue.synchronize();

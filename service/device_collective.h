@@ -1,7 +1,8 @@
 // The data movement of one collective among the local ranks of a node whose
 // buffers are GPU memory, queued on one device queue: allreduce reduces the
 // L inputs on the GPU into local rank 0's output and copies that to the
-// others; broadcast and allgather copy device to device. The plan is the
+// others; reduce-scatter reduces each block into its rank's output; broadcast,
+// allgather and alltoall copy device to device. The plan is the
 // host path's LocalPlan with device addresses (opened IPC mappings).
 #pragma once
 

@@ -10,10 +10,10 @@ Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(LocalPlan plan, Nod
   if (plan.ranks.size() != shape.local_size || shape.local_size == 0)
     return Status::Internal("staging a GPU collective of " + std::to_string(plan.ranks.size()) +
                             " local ranks on a node of " + std::to_string(shape.local_size));
-  std::size_t bytes = plan.count * dtype_size(plan.dtype);
-  if (plan.kind == wire::CollectiveKind::kAllgather)
-    bytes *= static_cast<std::size_t>(shape.num_nodes) * shape.local_size;
-  if (plan.kind == wire::CollectiveKind::kBarrier) bytes = 0;
+  const std::size_t ranks = static_cast<std::size_t>(shape.num_nodes) * shape.local_size;
+  const wire::Extent extent = wire::extent(plan.kind, plan.count, ranks);
+  std::size_t bytes = extent.recv * dtype_size(plan.dtype);
+  if (per_rank(plan.kind)) bytes = (extent.send + extent.recv) * dtype_size(plan.dtype) * shape.local_size;
   auto host = backend.host_buffer(bytes);
   if (!host.ok()) return host.status();
   std::unique_ptr<DeviceStaging> staging(
@@ -54,6 +54,23 @@ Status DeviceStaging::fill_host() {
 
 std::size_t DeviceStaging::element_bytes() const { return dtype_size(plan_.dtype); }
 
+bool DeviceStaging::per_rank(wire::CollectiveKind kind) {
+  return kind == wire::CollectiveKind::kReduceScatter || kind == wire::CollectiveKind::kAlltoall;
+}
+
+wire::Extent DeviceStaging::rank_extent_bytes() const {
+  const wire::Extent e =
+      wire::extent(plan_.kind, plan_.count, static_cast<std::uint64_t>(shape_.num_nodes) * shape_.local_size);
+  return {e.send * element_bytes(), e.recv * element_bytes()};
+}
+
+std::byte* DeviceStaging::host_send(std::size_t r) const { return host_->data() + r * rank_extent_bytes().send; }
+
+std::byte* DeviceStaging::host_recv(std::size_t r) const {
+  const wire::Extent e = rank_extent_bytes();
+  return host_->data() + plan_.ranks.size() * e.send + r * e.recv;
+}
+
 bool DeviceStaging::root_here() const { return plan_.root / shape_.local_size == shape_.node_rank; }
 
 Status DeviceStaging::stage_in(DeviceQueue& queue) {
@@ -90,6 +107,11 @@ Status DeviceStaging::stage_in(DeviceQueue& queue) {
             queue.copy_to_host(host + (first_slot + r) * bytes, plan_.ranks[r].send, bytes));
       break;
     }
+    case wire::CollectiveKind::kReduceScatter:
+    case wire::CollectiveKind::kAlltoall:
+      for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
+        RINGSYNC_RETURN_IF_ERROR(queue.copy_to_host(host_send(r), plan_.ranks[r].send, rank_extent_bytes().send));
+      break;
     case wire::CollectiveKind::kBarrier: return Status::Ok();
   }
   return queue.synchronize();
@@ -114,6 +136,10 @@ std::vector<Contribution> DeviceStaging::host_contributions() const {
       view[0].recv = host;  // in place: the gathered result lands around the inputs
       break;
     }
+    case wire::CollectiveKind::kReduceScatter:
+    case wire::CollectiveKind::kAlltoall:
+      for (std::size_t r = 0; r < view.size(); ++r) view[r] = Contribution{host_send(r), host_recv(r)};
+      break;
     case wire::CollectiveKind::kBarrier: break;
   }
   return view;
@@ -122,6 +148,11 @@ std::vector<Contribution> DeviceStaging::host_contributions() const {
 Status DeviceStaging::stage_out(DeviceQueue& queue) {
   const std::size_t bytes = plan_.kind == wire::CollectiveKind::kBarrier ? 0 : host_->size();
   if (bytes == 0) return Status::Ok();
+  if (per_rank(plan_.kind)) {  // every rank its own result
+    for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
+      RINGSYNC_RETURN_IF_ERROR(queue.copy_to_device(plan_.ranks[r].recv, host_recv(r), rank_extent_bytes().recv));
+    return queue.synchronize();
+  }
   if (!result_on_device_)
     RINGSYNC_RETURN_IF_ERROR(queue.copy_to_device(plan_.ranks[0].recv, host_->data(), bytes));
   RINGSYNC_RETURN_IF_ERROR(spread_from_first(plan_, bytes, queue));

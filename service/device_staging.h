@@ -8,9 +8,13 @@
 //                         allreduce is pipelined (below)
 //              broadcast  the root's input, when the root is on this node
 //              allgather  each local rank's input into its slot
+//              reduce-scatter, alltoall  each local rank's input into a host
+//                         input of its own (the ring path reduces or packs
+//                         them; every rank has an output slot of its own)
 //   the ring:  runs on host_contributions(), the host path's view of the node
 //   stage_out: the host result to local rank 0's output (unless a pipelined ring
-//              put it there already), device to device to the others
+//              put it there already), device to device to the others;
+//              reduce-scatter and alltoall: each rank's host output to its own
 //
 // Pipelined (an allreduce of at least kPipelinedBytes on several nodes): the ring
 // runs directly over the host buffer as a cluster::StagedAllreduce, which copies
@@ -86,6 +90,12 @@ class DeviceStaging {
   const void* ring_input() const;
   std::size_t element_bytes() const;
   std::size_t rank_bytes() const { return plan_.count * element_bytes(); }
+  // Reduce-scatter and alltoall: each local rank has a host input and output
+  // of its own (host_send(r), host_recv(r)), as its extent in bytes says.
+  static bool per_rank(wire::CollectiveKind kind);
+  wire::Extent rank_extent_bytes() const;
+  std::byte* host_send(std::size_t r) const;
+  std::byte* host_recv(std::size_t r) const;
   // The global rank of the broadcast root is on this node.
   bool root_here() const;
 

@@ -22,7 +22,7 @@ struct LocalPlan {
   wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
   DType dtype = DType::kF32;
   ReduceOp op = ReduceOp::kSum;
-  std::size_t count = 0;  // elements per rank
+  std::size_t count = 0;  // elements per rank: the count of the ranks' calls
   std::uint32_t root = 0;
   std::vector<Contribution> ranks;  // index = local rank
 };
@@ -39,6 +39,8 @@ class LocalCollective {
   void allreduce_piece(std::size_t i) const;
   void broadcast_piece(std::size_t i) const;
   void allgather_piece(std::size_t i) const;
+  void reduce_scatter_piece(std::size_t i) const;
+  void alltoall_piece(std::size_t i) const;
 
   LocalPlan plan_;
   std::size_t elem_bytes_ = 1;

@@ -82,7 +82,7 @@ Status check_agreement(const PendingCollective& p) {
         return std::to_string(c.count);
       }, problems);
     }
-    if (kind == wire::CollectiveKind::kAllreduce)
+    if (wire::reduces(kind))
       compare_field(p, "op", [](const wire::Collective& c) {
         return std::string(reduce_op_name(c.op));
       }, problems);

@@ -278,6 +278,23 @@ rs_status_t rs_allgather_async(rs_context_t* ctx, const char* name, const void* 
       request);
 }
 
+rs_status_t rs_reduce_scatter_async(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                    void* recvbuf, size_t recvcount, rs_dtype_t dtype, rs_op_t op,
+                                    rs_request_t** request) noexcept {
+  return submit(
+      "rs_reduce_scatter_async", ctx,
+      make_call(CollectiveKind::kReduceScatter, name, sendbuf, recvbuf, recvcount, dtype, op, 0),
+      request);
+}
+
+rs_status_t rs_alltoall_async(rs_context_t* ctx, const char* name, const void* sendbuf,
+                              void* recvbuf, size_t count, rs_dtype_t dtype,
+                              rs_request_t** request) noexcept {
+  return submit("rs_alltoall_async", ctx,
+                make_call(CollectiveKind::kAlltoall, name, sendbuf, recvbuf, count, dtype, 0, 0),
+                request);
+}
+
 rs_status_t rs_barrier_async(rs_context_t* ctx, const char* name, rs_request_t** request) noexcept {
   return submit("rs_barrier_async", ctx,
                 make_call(CollectiveKind::kBarrier, name, nullptr, nullptr, 0, 0, 0, 0), request);
@@ -363,6 +380,19 @@ rs_status_t rs_allgather(rs_context_t* ctx, const char* name, const void* sendbu
   rs_request_t* request = nullptr;
   return blocking(rs_allgather_async(ctx, name, sendbuf, recvbuf, sendcount, dtype, &request),
                   request);
+}
+
+rs_status_t rs_reduce_scatter(rs_context_t* ctx, const char* name, const void* sendbuf,
+                              void* recvbuf, size_t recvcount, rs_dtype_t dtype, rs_op_t op) noexcept {
+  rs_request_t* request = nullptr;
+  return blocking(
+      rs_reduce_scatter_async(ctx, name, sendbuf, recvbuf, recvcount, dtype, op, &request), request);
+}
+
+rs_status_t rs_alltoall(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf,
+                        size_t count, rs_dtype_t dtype) noexcept {
+  rs_request_t* request = nullptr;
+  return blocking(rs_alltoall_async(ctx, name, sendbuf, recvbuf, count, dtype, &request), request);
 }
 
 rs_status_t rs_barrier(rs_context_t* ctx, const char* name) noexcept {

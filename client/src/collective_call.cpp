@@ -15,7 +15,9 @@ std::string kind_name(const CollectiveCall& call) { return wire::collective_kind
 bool reads_send(const CollectiveCall& call, int rank) {
   switch (call.kind) {
     case wire::CollectiveKind::kAllreduce:
-    case wire::CollectiveKind::kAllgather: return true;
+    case wire::CollectiveKind::kAllgather:
+    case wire::CollectiveKind::kReduceScatter:
+    case wire::CollectiveKind::kAlltoall: return true;
     case wire::CollectiveKind::kBroadcast: return rank == call.root;
     case wire::CollectiveKind::kBarrier: return false;
   }
@@ -28,7 +30,7 @@ wire::Collective to_message(const CollectiveCall& call, std::uint64_t request_id
   message.kind = call.kind;
   message.name = call.name;
   message.dtype = static_cast<DType>(call.kind == wire::CollectiveKind::kBarrier ? 0 : call.dtype);
-  message.op = static_cast<ReduceOp>(call.kind == wire::CollectiveKind::kAllreduce ? call.op : 0);
+  message.op = static_cast<ReduceOp>(wire::reduces(call.kind) ? call.op : 0);
   message.count = call.count;
   message.root =
       static_cast<std::uint32_t>(call.kind == wire::CollectiveKind::kBroadcast ? call.root : 0);
@@ -54,7 +56,7 @@ Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
   if (call.dtype < 0 || call.dtype >= kNumDTypes)
     return Status::InvalidArgument(what + " '" + call.name + "': unknown dtype " +
                                    std::to_string(call.dtype) + "; use one of RS_F32..RS_U8");
-  if (call.kind == wire::CollectiveKind::kAllreduce && (call.op < 0 || call.op >= kNumReduceOps))
+  if (wire::reduces(call.kind) && (call.op < 0 || call.op >= kNumReduceOps))
     return Status::InvalidArgument(what + " '" + call.name + "': unknown reduce op " +
                                    std::to_string(call.op) + "; use one of RS_SUM..RS_PROD");
   if (call.kind == wire::CollectiveKind::kBroadcast && (call.root < 0 || call.root >= size))
@@ -68,15 +70,16 @@ Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
     return Status::InvalidArgument(what + " '" + call.name + "': " + std::to_string(call.count) +
                                    " elements of " + std::to_string(element) +
                                    " bytes overflow the address space");
-  bytes.send = call.count * element;
-  bytes.recv = bytes.send;
-  if (call.kind == wire::CollectiveKind::kAllgather) {
-    if (bytes.send > kMaxSize / static_cast<std::size_t>(size))
-      return Status::InvalidArgument(what + " '" + call.name + "': " + std::to_string(call.count) +
-                                     " elements from each of " + std::to_string(size) +
-                                     " ranks overflow the address space");
-    bytes.recv = bytes.send * static_cast<std::size_t>(size);
-  }
+  const bool per_rank = call.kind == wire::CollectiveKind::kAllgather ||
+                        call.kind == wire::CollectiveKind::kReduceScatter ||
+                        call.kind == wire::CollectiveKind::kAlltoall;
+  if (per_rank && call.count * element > kMaxSize / static_cast<std::size_t>(size))
+    return Status::InvalidArgument(what + " '" + call.name + "': " + std::to_string(call.count) +
+                                   " elements for each of " + std::to_string(size) +
+                                   " ranks overflow the address space");
+  const wire::Extent extent = wire::extent(call.kind, call.count, static_cast<std::uint64_t>(size));
+  bytes.send = extent.send * element;
+  bytes.recv = extent.recv * element;
   if (bytes.send == 0) return bytes;
 
   if (reads_send(call, rank) && !call.send)
@@ -85,6 +88,14 @@ Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
   if (!call.recv)
     return Status::InvalidArgument(what + " '" + call.name + "': recvbuf is NULL but count is " +
                                    std::to_string(call.count));
+  if (call.kind == wire::CollectiveKind::kAlltoall) {
+    const auto* send = static_cast<const std::byte*>(call.send);
+    const auto* recv = static_cast<const std::byte*>(call.recv);
+    if (send < recv + bytes.recv && recv < send + bytes.send)
+      return Status::InvalidArgument(what + " '" + call.name +
+                                     "': sendbuf and recvbuf overlap; alltoall cannot run in place, "
+                                     "pass a separate receive buffer");
+  }
   return bytes;
 }
 

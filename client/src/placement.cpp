@@ -20,12 +20,48 @@ Location staging_at(std::uint64_t offset) {
   return l;
 }
 
+// Reduce-scatter and alltoall, whose input is not (or not only) the result's
+// own slot: a staged input goes to the start of the staging buffer and a
+// staged output after it, except a reduce-scatter's, which stays in its slot of
+// the staged input (in place).
+Result<Placement> place_apart(const CollectiveCall& call, const CallBytes& bytes, int rank,
+                              const FindShared& find) {
+  Placement p;
+  auto recv_ref = find(call.recv, bytes.recv);
+  if (!recv_ref.ok()) return recv_ref.status();
+  auto send_ref = find(call.send, bytes.send);
+  if (!send_ref.ok()) return send_ref.status();
+  std::size_t staged = 0;
+  if (*send_ref) {
+    p.send = shared_at(**send_ref, const_cast<void*>(call.send), 0);
+  } else {
+    p.send = staging_at(0);
+    p.copy_in = CopyIn{static_cast<const std::byte*>(call.send), p.send, bytes.send};
+    staged = bytes.send;
+  }
+  if (*recv_ref) {
+    p.recv = shared_at(**recv_ref, call.recv, 0);
+  } else {
+    std::size_t at = staged;
+    if (call.kind == wire::CollectiveKind::kReduceScatter && !*send_ref)
+      at = static_cast<std::size_t>(rank) * bytes.recv;
+    else
+      staged += bytes.recv;
+    p.recv = staging_at(at);
+    p.copy_out = CopyOut{at, static_cast<std::byte*>(call.recv), bytes.recv};
+  }
+  p.staging_bytes = staged;
+  return p;
+}
+
 }  // namespace
 
 Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int rank,
                         const FindShared& find) {
   Placement p;
   if (bytes.recv == 0) return p;  // barrier or zero elements: no buffers at all
+  if (call.kind == wire::CollectiveKind::kReduceScatter || call.kind == wire::CollectiveKind::kAlltoall)
+    return place_apart(call, bytes, rank, find);
 
   const bool has_send = reads_send(call, rank);
   auto recv_ref = find(call.recv, bytes.recv);

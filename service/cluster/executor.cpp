@@ -9,8 +9,10 @@
 #include "service/device_staging.h"
 #include "service/ring/allgather.h"
 #include "service/ring/allreduce.h"
+#include "service/ring/alltoall.h"
 #include "service/ring/broadcast.h"
 #include "service/ring/halving_doubling.h"
+#include "service/ring/reduce_scatter.h"
 #include "service/route/route.h"
 #include "service/timeline.h"
 
@@ -26,6 +28,8 @@ const char* ring_phase(wire::CollectiveKind kind) {
     case wire::CollectiveKind::kBroadcast: return "BROADCAST";
     case wire::CollectiveKind::kAllgather: return "ALLGATHER";
     case wire::CollectiveKind::kBarrier: return "BARRIER";
+    case wire::CollectiveKind::kReduceScatter: return "REDUCE_SCATTER";
+    case wire::CollectiveKind::kAlltoall: return "ALLTOALL";
   }
   return "RING";
 }
@@ -241,6 +245,16 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
                                                  static_cast<int>(root_node), options);
       case wire::CollectiveKind::kAllgather:
         return std::make_unique<ring::Allgather>(t, work->buffer(), work->buffer_count(), s.dtype, options);
+      case wire::CollectiveKind::kReduceScatter:
+        // The ring's first phase alone: segment n, this node's output blocks,
+        // ends reduced here.
+        return std::make_unique<ring::ReduceScatter>(t, work->buffer(), work->buffer_count(), s.dtype, s.op,
+                                                     divisor, options);
+      case wire::CollectiveKind::kAlltoall: {
+        const std::size_t half = work->buffer_count() / 2;
+        return std::make_unique<ring::Alltoall>(t, work->buffer(), work->buffer() + half * dtype_size(s.dtype),
+                                                work->node_block_count(), s.dtype, options);
+      }
       default: {
         if (algorithm == route::Algorithm::kHalvingDoubling)
           return std::make_unique<ring::HalvingDoublingAllreduce>(t, work->buffer(), work->buffer_count(), s.dtype,

@@ -26,12 +26,19 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
     case wire::CollectiveKind::kBroadcast: buffer_count_ = first_count; break;
     case wire::CollectiveKind::kAllgather: buffer_count_ = first_count * ranks; break;
     case wire::CollectiveKind::kBarrier: buffer_count_ = 0; break;
+    case wire::CollectiveKind::kReduceScatter: buffer_count_ = first_count * ranks; break;
+    case wire::CollectiveKind::kAlltoall:
+      node_block_ = first_count * L * L;
+      buffer_count_ = 2 * node_block_ * shape.num_nodes;
+      break;
   }
   // A local rank whose output can carry the ring (see the header): one tensor,
   // output out of place and not overlapping its own input.
   std::size_t carrier = SIZE_MAX;
-  const bool one_layout = shape.kind != wire::CollectiveKind::kBarrier && tensors.size() == 1 &&
-                          buffer_count_ > 0;
+  const bool one_layout = (shape.kind == wire::CollectiveKind::kAllreduce ||
+                           shape.kind == wire::CollectiveKind::kBroadcast ||
+                           shape.kind == wire::CollectiveKind::kAllgather) &&
+                          tensors.size() == 1 && buffer_count_ > 0;
   if (one_layout) {
     const std::size_t recv_bytes = buffer_count_ * elem_;
     const std::size_t send_bytes =
@@ -87,6 +94,38 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
       }
       for (const auto& c : tensors[0])
         if (c.recv != nullptr && c.recv != base) add(scatter_, c.recv, {base}, buffer_count_);
+      break;
+    }
+    case wire::CollectiveKind::kReduceScatter: {
+      if (tensors.empty()) break;
+      std::vector<const std::byte*> srcs;
+      for (const auto& c : tensors[0])
+        if (c.send != nullptr) srcs.push_back(c.send);
+      if (!srcs.empty()) add(gather_, base, srcs, buffer_count_);
+      for (std::size_t r = 0; r < tensors[0].size(); ++r) {
+        const std::size_t slot = static_cast<std::size_t>(shape.node_rank) * L + r;
+        if (tensors[0][r].recv != nullptr)
+          add(scatter_, tensors[0][r].recv, {base + slot * first_count * elem_}, first_count);
+      }
+      break;
+    }
+    case wire::CollectiveKind::kAlltoall: {
+      if (tensors.empty()) break;
+      const std::size_t nodes = shape.num_nodes;
+      const std::byte* received = base + nodes * node_block_ * elem_;
+      for (std::size_t i = 0; i < tensors[0].size(); ++i) {
+        const Contribution& c = tensors[0][i];
+        for (std::size_t m = 0; m < nodes; ++m) {
+          const std::size_t block = (m * node_block_ + i * L * first_count) * elem_;
+          if (c.send != nullptr) add(gather_, base + block, {c.send + m * L * first_count * elem_}, L * first_count);
+          // Local rank i of node m sent local rank j here its block for slot m*L + i.
+          for (std::size_t j = 0; j < tensors[0].size(); ++j) {
+            if (tensors[0][j].recv == nullptr) continue;
+            const std::size_t from = (m * node_block_ + (i * L + j) * first_count) * elem_;
+            add(scatter_, tensors[0][j].recv + (m * L + i) * first_count * elem_, {received + from}, first_count);
+          }
+        }
+      }
       break;
     }
     case wire::CollectiveKind::kBarrier: break;

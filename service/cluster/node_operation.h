@@ -11,6 +11,14 @@
 // - broadcast: the root rank's buffer (global rank g lives on node g / L).
 // - allgather: N*L*count elements ordered by global rank; this node fills its
 //   L slots, which form ring segment n.
+// - reduce-scatter: N*L*count elements, the local reduction of every rank's
+//   whole input; ring segment n (the ring's reduce-scatter leaves it reduced
+//   on this node) holds this node's L output blocks.
+// - alltoall: two halves of N*L*L*count elements each. The first (gathered)
+//   holds one block per destination node m: for each local rank i, its L
+//   blocks for node m's ranks. The second receives one block per source node
+//   in the same shape; scatter copies block [i][j] of node m's to local rank
+//   j's output slot m*L + i.
 // - barrier: no buffer.
 //
 // Zero copy: when the ring buffer has the layout of one rank's output (one
@@ -63,6 +71,8 @@ class NodeOperation {
   std::byte* buffer() { return buffer_; }
   std::size_t buffer_count() const { return buffer_count_; }
   std::size_t buffer_bytes() const { return buffer_count_ * elem_; }
+  // Alltoall: elements one node sends each node (L*L*count).
+  std::size_t node_block_count() const { return node_block_; }
   // Whether the ring runs in a local rank's output (no buffer of its own).
   bool zero_copy() const { return buffer_ != nullptr && !owned_; }
 
@@ -88,6 +98,7 @@ class NodeOperation {
   std::size_t chunk_elems_;
   ReduceOp local_op_;
   std::size_t buffer_count_ = 0;
+  std::size_t node_block_ = 0;
   std::byte* buffer_ = nullptr;
   std::shared_ptr<std::byte[]> owned_;  // when not a rank's output
   std::vector<Piece> gather_;

@@ -41,7 +41,7 @@ std::string disagreement(const std::string& name,
     compare(by_node, "dtype", [](const auto& t) { return std::string(dtype_name(t.dtype)); }, problems);
     compare(by_node, "count", [](const auto& t) { return std::to_string(t.count); }, problems);
     const auto kind = std::find_if(by_node.begin(), by_node.end(), [](const auto& t) { return t.has_value(); });
-    if (kind != by_node.end() && (*kind)->kind == wire::CollectiveKind::kAllreduce)
+    if (kind != by_node.end() && wire::reduces((*kind)->kind))
       compare(by_node, "op", [](const auto& t) { return std::string(reduce_op_name(t.op)); }, problems);
     if (kind != by_node.end() && (*kind)->kind == wire::CollectiveKind::kBroadcast)
       compare(by_node, "root", [](const auto& t) { return std::to_string(t.root); }, problems);

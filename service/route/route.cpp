@@ -6,8 +6,7 @@
 namespace ringsync::service::route {
 
 std::uint64_t local_work_bytes(wire::CollectiveKind kind, std::uint64_t count, DType dtype, std::uint64_t ranks) {
-  const std::uint64_t result = count * dtype_size(dtype) * (kind == wire::CollectiveKind::kAllgather ? ranks : 1);
-  return result * ranks;
+  return wire::extent(kind, count, ranks).payload() * dtype_size(dtype) * ranks;
 }
 
 const char* algorithm_name(Algorithm algorithm) {

@@ -200,3 +200,44 @@ TEST_CASE("a range running past the end of a shared buffer is an error") {
   REQUIRE_FALSE(p.ok());
   CHECK(p.status().message() == "runs past the end");
 }
+
+TEST_CASE("reduce-scatter from plain memory: the input is staged and the result stays in its slot") {
+  World w;
+  // Rank 1 of 3, 4 elements each: a 12-element input, the result in slot 1.
+  auto p = w.place(CollectiveKind::kReduceScatter, w.plain.data(), w.other.data(), 4, 1, 3);
+  CHECK(p.staging_bytes == 48);
+  CHECK(p.send.where == Where::kStaging);
+  CHECK(p.send.staging_offset == 0);
+  CHECK(p.recv.where == Where::kStaging);
+  CHECK(p.recv.staging_offset == 16);
+  REQUIRE(p.copy_out.has_value());
+  CHECK(p.copy_out->staging_offset == 16);
+  CHECK(p.copy_out->bytes == 16);
+  // A shared input and a plain output: only the output is staged.
+  auto q = w.place(CollectiveKind::kReduceScatter, w.shared.data(), w.other.data(), 4, 1, 3);
+  CHECK(q.send.where == Where::kShared);
+  CHECK(q.staging_bytes == 16);
+  CHECK(q.recv.staging_offset == 0);
+  CHECK_FALSE(q.copy_in.has_value());
+}
+
+TEST_CASE("alltoall from and to plain memory: input and output apart in one staging buffer") {
+  World w;
+  for (int i = 0; i < 6; ++i) w.plain[i] = i + 1;
+  auto p = w.place(CollectiveKind::kAlltoall, w.plain.data(), w.other.data(), 2, 0, 3);
+  CHECK(p.staging_bytes == 48);
+  CHECK(p.send.staging_offset == 0);
+  CHECK(p.recv.staging_offset == 24);
+  std::vector<std::int32_t> staging(12, 0);
+  auto* s = reinterpret_cast<std::byte*>(staging.data());
+  ringsync::client::apply_copy_in(p, s);
+  CHECK(staging[5] == 6);
+  for (int i = 6; i < 12; ++i) staging[i] = 100 + i;  // what the daemon would write
+  ringsync::client::apply_copy_out(p, s);
+  CHECK(w.other[0] == 106);
+  CHECK(w.other[5] == 111);
+  // Both shared: no copies at all.
+  auto q = w.place(CollectiveKind::kAlltoall, w.shared.data(), w.shared.data() + 8, 2, 0, 3);
+  CHECK(q.staging_bytes == 0);
+  CHECK_FALSE(q.staged());
+}

@@ -196,6 +196,65 @@ void check_allgather(rs_context_t* ctx, bool shared, std::size_t count, bool in_
          name.c_str());
 }
 
+// Rank g's output is block g of every rank's input reduced; odd ranks run in
+// place (their output is their own block of their input).
+void check_reduce_scatter(rs_context_t* ctx, bool shared, std::size_t count, ringsync::DType dtype,
+                          ringsync::ReduceOp op) {
+  const std::size_t elem = ringsync::dtype_size(dtype);
+  const std::size_t bytes = count * elem;
+  std::vector<std::vector<std::byte>> all;
+  std::vector<const void*> srcs;
+  for (int r = 0; r < g_size; ++r) all.push_back(input(r, count * g_size, dtype, op, 4));
+  for (auto& a : all) srcs.push_back(a.data() + g_rank * bytes);
+  std::vector<std::byte> expected(bytes);
+  ringsync::reduce::reduce_reference(expected.data(), srcs.data(), srcs.size(), count, dtype, op);
+
+  const bool in_place = g_rank % 2 == 1;
+  Buffers mem{ctx, shared, {}, {}};
+  auto* send = static_cast<std::byte*>(mem.get(bytes * g_size));
+  std::byte* recv = in_place ? send + g_rank * bytes : static_cast<std::byte*>(mem.get(bytes));
+  if (bytes) std::memcpy(send, all[g_rank].data(), bytes * g_size);
+  const std::string name = "rs." + std::string(ringsync::dtype_name(dtype)) + "." +
+                           std::string(ringsync::reduce_op_name(op)) + "." + std::to_string(count) +
+                           (shared ? ".shm" : ".heap");
+  rs_request_t* req = nullptr;
+  expect_ok(finish(rs_reduce_scatter_async(ctx, name.c_str(), send, recv, count, static_cast<rs_dtype_t>(dtype),
+                                           static_cast<rs_op_t>(op), &req),
+                   &req, name.c_str()),
+            name.c_str());
+  EXPECT(bytes == 0 || std::memcmp(recv, expected.data(), bytes) == 0, "%s: wrong result", name.c_str());
+}
+
+// Block i of rank g's output is block g of rank i's input.
+void check_alltoall(rs_context_t* ctx, bool shared, std::size_t count) {
+  const std::size_t bytes = count * 4;
+  std::vector<std::byte> expected;
+  for (int r = 0; r < g_size; ++r) {
+    auto theirs = input(r, count * g_size, ringsync::DType::kI32, ringsync::ReduceOp::kSum, 5);
+    expected.insert(expected.end(), theirs.begin() + static_cast<std::ptrdiff_t>(g_rank * bytes),
+                    theirs.begin() + static_cast<std::ptrdiff_t>((g_rank + 1) * bytes));
+  }
+  const auto mine = input(g_rank, count * g_size, ringsync::DType::kI32, ringsync::ReduceOp::kSum, 5);
+  Buffers mem{ctx, shared, {}, {}};
+  void* send = mem.get(bytes * g_size);
+  void* recv = mem.get(bytes * g_size);
+  if (bytes) std::memcpy(send, mine.data(), mine.size());
+  const std::string name = "a2a." + std::to_string(count) + (shared ? ".shm" : ".heap");
+  rs_request_t* req = nullptr;
+  expect_ok(finish(rs_alltoall_async(ctx, name.c_str(), send, recv, count, RS_I32, &req), &req, name.c_str()),
+            name.c_str());
+  EXPECT(bytes == 0 || std::memcmp(recv, expected.data(), expected.size()) == 0, "%s: wrong data",
+         name.c_str());
+  if (bytes == 0) return;
+  // In place is refused at submission, with words that say so.
+  const std::string again = name + ".inplace";
+  req = nullptr;
+  const rs_status_t refused = finish(rs_alltoall_async(ctx, again.c_str(), send, send, count, RS_I32, &req), &req,
+                                     again.c_str());
+  EXPECT(refused == RS_INVALID_ARGUMENT && std::strstr(rs_last_error(), "in place") != nullptr,
+         "%s: %s: %s", again.c_str(), rs_status_string(refused), rs_last_error());
+}
+
 rs_context_t* connect_or_die() {
   rs_config_t cfg;
   rs_config_init(&cfg);
@@ -232,6 +291,15 @@ void scenario_collectives(rs_context_t* ctx, const std::vector<std::size_t>& cou
         if (!large || root == g_size - 1) check_broadcast(ctx, shared, count, root);
       check_allgather(ctx, shared, count, false);
       if (!large) check_allgather(ctx, shared, count, true);
+      // Reduce-scatter and alltoall inputs hold count per rank: a large count
+      // is divided among the ranks, so that the whole stays about as large.
+      const std::size_t per_rank = large ? count / static_cast<std::size_t>(g_size) + 1 : count;
+      for (int t = 0; t < ringsync::kNumDTypes; ++t)
+        for (int o = 0; o < ringsync::kNumReduceOps; ++o)
+          if ((t + 2 * o + (shared ? 0 : 1)) % (large ? 11 : 3) == 0)
+            check_reduce_scatter(ctx, shared, per_rank, static_cast<ringsync::DType>(t),
+                                 static_cast<ringsync::ReduceOp>(o));
+      check_alltoall(ctx, shared, per_rank);
     }
     expect_ok(barrier(ctx, "barrier." + std::to_string(count)), "barrier");
   }
@@ -335,6 +403,16 @@ void scenario_node_mismatch(rs_context_t* ctx, int odd_node) {
          text.c_str());
   EXPECT(text.find("count") != std::string::npos, "message '%s' does not name the field",
          text.c_str());
+  // A reduce-scatter whose nodes disagree on the operator.
+  std::vector<float> input(static_cast<std::size_t>(4 * g_size), 1.0f), output(4);
+  const rs_op_t op = rs_node_rank(ctx) == odd_node ? RS_MAX : RS_SUM;
+  const rs_status_t rs = finish(
+      rs_reduce_scatter_async(ctx, "mixed.rs", input.data(), output.data(), 4, RS_F32, op, &req), &req, "mixed.rs");
+  const std::string rs_text = rs_last_error();
+  EXPECT(rs == RS_MISMATCH && rs_text.find("'mixed.rs'") != std::string::npos &&
+             rs_text.find("op") != std::string::npos,
+         "reduce-scatter: got %s (%s), wanted a mismatch naming the tensor and the op", rs_status_string(rs),
+         rs_text.c_str());
   check_allreduce(ctx, false, 5, ringsync::DType::kI32, ringsync::ReduceOp::kSum, false);
   check_allreduce(ctx, true, 1001, ringsync::DType::kF32, ringsync::ReduceOp::kMax, false);
   expect_ok(barrier(ctx, "after.mismatch"), "after.mismatch");

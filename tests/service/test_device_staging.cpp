@@ -14,6 +14,8 @@
 #include "service/cluster/node_operation.h"
 #include "service/cluster/staged_allreduce.h"
 #include "service/device_staging.h"
+#include "service/ring/alltoall.h"
+#include "service/ring/reduce_scatter.h"
 #include "service/transport/in_process.h"
 #include "test_ring_harness.h"
 
@@ -119,6 +121,8 @@ struct Cluster {
           for (const auto& s : n.send) all.insert(all.end(), s.begin(), s.end());
         return all;
       case wire::CollectiveKind::kBarrier:
+      case wire::CollectiveKind::kReduceScatter:  // per-rank layouts: their own case below
+      case wire::CollectiveKind::kAlltoall:
         break;
     }
     return all;
@@ -149,6 +153,8 @@ struct Cluster {
         break;
       }
       case wire::CollectiveKind::kBarrier:
+      case wire::CollectiveKind::kReduceScatter:  // per-rank layouts: their own case below
+      case wire::CollectiveKind::kAlltoall:
         break;
     }
   }
@@ -330,6 +336,81 @@ TEST_CASE("staged collectives through the ring path's NodeOperation" *
         for (std::size_t i = 0; i < op->scatter_pieces(); ++i) op->scatter_piece(i);
       c.stage_out();
       c.check_outputs();
+    }
+  }
+}
+
+TEST_CASE("staged reduce-scatter and alltoall: every rank's own input and output go through the host") {
+  for (auto kind : {wire::CollectiveKind::kReduceScatter, wire::CollectiveKind::kAlltoall}) {
+    for (std::size_t nodes : {1u, 2u, 3u}) {
+      for (std::size_t local : {1u, 2u, 3u}) {
+        CAPTURE(static_cast<int>(kind));
+        CAPTURE(nodes);
+        CAPTURE(local);
+        const std::size_t count = 3, ranks = nodes * local;
+        const wire::Extent extent = wire::extent(kind, count, ranks);
+        // "Device" buffers by global rank.
+        std::vector<Ints> send(ranks, Ints(extent.send)), recv(ranks, Ints(extent.recv, -5));
+        for (std::size_t g = 0; g < ranks; ++g)
+          for (std::size_t e = 0; e < extent.send; ++e) send[g][e] = static_cast<std::int32_t>(g * 100 + e);
+        std::vector<HostDeviceBackend> backends(nodes);  // one per node: their logs are not shared
+        service::transport::InProcessFabric fabric(static_cast<int>(nodes));
+        std::vector<ring::TaskState> states(nodes);
+        ring::testing::spawn(static_cast<int>(nodes), [&](int n) {
+          LocalPlan plan{kind, DType::kI32, ReduceOp::kSum, count, 0, {}};
+          for (std::size_t l = 0; l < local; ++l) {
+            const std::size_t g = static_cast<std::size_t>(n) * local + l;
+            plan.ranks.push_back({reinterpret_cast<const std::byte*>(send[g].data()),
+                                  reinterpret_cast<std::byte*>(recv[g].data())});
+          }
+          const NodeShape shape{static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(nodes),
+                                static_cast<std::uint32_t>(local)};
+          // Threads only record what happened; the test thread checks it.
+          const auto i = static_cast<std::size_t>(n);
+          states[i] = ring::TaskState::kError;
+          HostDeviceBackend& backend = backends[i];
+          auto staging = DeviceStaging::create(plan, shape, backend, 0);
+          if (!staging.ok()) return;
+          auto queue = backend.queue(0);
+          if (!queue.ok() || !(*staging)->stage_in(**queue).ok()) return;
+          const auto host = (*staging)->host_contributions();
+          for (const auto& c : host)
+            if (c.send == nullptr || c.recv == nullptr) return;  // every rank has its own
+          const cluster::OperationShape op_shape{kind, DType::kI32, ReduceOp::kSum, 0, shape.node_rank,
+                                                 shape.num_nodes, shape.local_size};
+          cluster::NodeOperation work(op_shape, {count}, {host}, 8);
+          for (std::size_t i = 0; i < work.gather_pieces(); ++i) work.gather_piece(i);
+          std::unique_ptr<ring::Task> task;
+          if (kind == wire::CollectiveKind::kReduceScatter)
+            task = std::make_unique<ring::ReduceScatter>(fabric.endpoint(n), work.buffer(), work.buffer_count(),
+                                                         DType::kI32, ReduceOp::kSum, ranks, ring::RingOptions{});
+          else
+            task = std::make_unique<ring::Alltoall>(fabric.endpoint(n), work.buffer(),
+                                                    work.buffer() + work.buffer_bytes() / 2,
+                                                    work.node_block_count(), DType::kI32, ring::RingOptions{});
+          const ring::TaskState ran =
+              task->post().ok() ? ring::testing::drive_one(fabric.endpoint(n), *task) : ring::TaskState::kError;
+          if (ran != ring::TaskState::kDone) return;
+          for (std::size_t p = 0; p < work.scatter_pieces(); ++p) work.scatter_piece(p);
+          auto out_queue = backend.queue(0);
+          if (out_queue.ok() && (*staging)->stage_out(**out_queue).ok()) states[i] = ran;
+        });
+        for (auto state : states) CHECK(state == ring::TaskState::kDone);
+        for (std::size_t g = 0; g < ranks; ++g) {
+          CAPTURE(g);
+          Ints want(extent.recv);
+          for (std::size_t e = 0; e < extent.recv; ++e) {
+            if (kind == wire::CollectiveKind::kReduceScatter) {
+              std::int32_t sum = 0;
+              for (std::size_t h = 0; h < ranks; ++h) sum += send[h][g * count + e];
+              want[e] = sum;
+            } else {
+              want[e] = send[e / count][g * count + e % count];  // block e / count from that rank
+            }
+          }
+          CHECK(recv[g] == want);
+        }
+      }
     }
   }
 }

@@ -142,3 +142,59 @@ TEST_CASE("barrier has no data movement") {
   LocalPlan plan{wire::CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, 0, 0, {{}, {}}};
   CHECK(LocalCollective(plan, 1024).pieces() == 0);
 }
+
+TEST_CASE("reduce-scatter gives rank j block j reduced over every rank, also in place") {
+  WorkPool pool(2);
+  for (std::size_t ranks : {1u, 2u, 3u, 4u, 7u}) {
+    for (std::size_t count : {0u, 1u, 5u, 129u}) {
+      CAPTURE(ranks);
+      CAPTURE(count);
+      std::vector<std::vector<std::int32_t>> send(ranks), recv(ranks);
+      std::vector<std::int32_t> sum(count * ranks, 0);
+      LocalPlan plan{wire::CollectiveKind::kReduceScatter, DType::kI32, ReduceOp::kSum, count, 0, {}};
+      for (std::size_t r = 0; r < ranks; ++r) {
+        send[r] = random_ints(count * ranks, static_cast<std::uint32_t>(200 + r));
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += send[r][i];
+        recv[r].assign(count, -5);
+      }
+      for (std::size_t r = 0; r < ranks; ++r) {
+        auto* s = reinterpret_cast<std::byte*>(send[r].data());
+        const bool in_place = r % 2 == 1;  // the output is the rank's own block of its input
+        plan.ranks.push_back({s, in_place ? s + r * count * 4 : reinterpret_cast<std::byte*>(recv[r].data())});
+      }
+      LocalCollective work(plan, 16);
+      CHECK(work.pieces() == ranks * ((count * 4 + 15) / 16));
+      run_on_pool(pool, work);
+      for (std::size_t r = 0; r < ranks; ++r) {
+        CAPTURE(r);
+        const std::int32_t* got = r % 2 == 1 ? send[r].data() + r * count : recv[r].data();
+        CHECK(std::vector<std::int32_t>(got, got + count) ==
+              std::vector<std::int32_t>(sum.begin() + static_cast<std::ptrdiff_t>(r * count),
+                                        sum.begin() + static_cast<std::ptrdiff_t>((r + 1) * count)));
+      }
+    }
+  }
+}
+
+TEST_CASE("alltoall moves block j of rank i to block i of rank j") {
+  WorkPool pool(2);
+  for (std::size_t ranks : {1u, 2u, 3u, 4u, 7u}) {
+    for (std::size_t count : {0u, 1u, 5u, 129u}) {
+      CAPTURE(ranks);
+      CAPTURE(count);
+      std::vector<std::vector<std::int32_t>> send(ranks), recv(ranks);
+      LocalPlan plan{wire::CollectiveKind::kAlltoall, DType::kI32, ReduceOp::kSum, count, 0, {}};
+      for (std::size_t r = 0; r < ranks; ++r) {
+        send[r] = random_ints(count * ranks, static_cast<std::uint32_t>(300 + r));
+        recv[r].assign(count * ranks, -5);
+        plan.ranks.push_back({reinterpret_cast<std::byte*>(send[r].data()), reinterpret_cast<std::byte*>(recv[r].data())});
+      }
+      LocalCollective work(plan, 16);
+      CHECK(work.pieces() == ranks * ranks * ((count * 4 + 15) / 16));
+      run_on_pool(pool, work);
+      for (std::size_t j = 0; j < ranks; ++j)
+        for (std::size_t i = 0; i < ranks; ++i)
+          for (std::size_t e = 0; e < count; ++e) CHECK(recv[j][i * count + e] == send[i][j * count + e]);
+    }
+  }
+}

@@ -123,7 +123,8 @@ RINGSYNC_API int rs_local_size(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 /* Across a multi-node job (the daemon says which node this is): the global rank
  * node_rank * local_size + local_rank, and the job's size num_nodes * local_size.
  * On a daemon serving one node, rank = local rank and size = local size.
- * Broadcast roots are global ranks; allgather results are ordered by global rank.
+ * Broadcast roots are global ranks; allgather results, reduce-scatter and
+ * alltoall blocks are ordered by global rank.
  * -1 for a NULL ctx. */
 RINGSYNC_API int rs_rank(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
 RINGSYNC_API int rs_size(const rs_context_t* ctx) RINGSYNC_NOEXCEPT;
@@ -188,6 +189,26 @@ RINGSYNC_API rs_status_t rs_allgather_async(rs_context_t* ctx, const char* name,
                                             const void* sendbuf, void* recvbuf, size_t sendcount,
                                             rs_dtype_t dtype,
                                             rs_request_t** request) RINGSYNC_NOEXCEPT;
+
+/* Reduce-scatter: each rank's sendbuf holds recvcount * rs_size() elements, in
+ * rs_size() blocks of recvcount; rank i's recvbuf (recvcount elements) receives
+ * op over every rank's block i. In place when
+ * recvbuf == sendbuf + rank * recvcount * element size (as in NCCL). RS_AVG
+ * divides by the number of ranks, as for allreduce. Between nodes the daemons
+ * run the ring's reduce-scatter phase only. */
+RINGSYNC_API rs_status_t rs_reduce_scatter_async(rs_context_t* ctx, const char* name,
+                                                 const void* sendbuf, void* recvbuf,
+                                                 size_t recvcount, rs_dtype_t dtype, rs_op_t op,
+                                                 rs_request_t** request) RINGSYNC_NOEXCEPT;
+
+/* Alltoall: sendbuf and recvbuf each hold count * rs_size() elements, in
+ * rs_size() blocks of count; block j of rank i's sendbuf lands in block i of
+ * rank j's recvbuf. Not in place: the two ranges must not overlap
+ * (RS_INVALID_ARGUMENT). Between nodes the daemons exchange pairwise. */
+RINGSYNC_API rs_status_t rs_alltoall_async(rs_context_t* ctx, const char* name,
+                                           const void* sendbuf, void* recvbuf, size_t count,
+                                           rs_dtype_t dtype,
+                                           rs_request_t** request) RINGSYNC_NOEXCEPT;
 
 /* Barrier: completes once every local rank has entered a barrier of this name. */
 RINGSYNC_API rs_status_t rs_barrier_async(rs_context_t* ctx, const char* name,
@@ -277,6 +298,12 @@ RINGSYNC_API rs_status_t rs_broadcast(rs_context_t* ctx, const char* name, const
 RINGSYNC_API rs_status_t rs_allgather(rs_context_t* ctx, const char* name, const void* sendbuf,
                                       void* recvbuf, size_t sendcount,
                                       rs_dtype_t dtype) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_reduce_scatter(rs_context_t* ctx, const char* name,
+                                           const void* sendbuf, void* recvbuf, size_t recvcount,
+                                           rs_dtype_t dtype, rs_op_t op) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_alltoall(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                     void* recvbuf, size_t count,
+                                     rs_dtype_t dtype) RINGSYNC_NOEXCEPT;
 RINGSYNC_API rs_status_t rs_barrier(rs_context_t* ctx, const char* name) RINGSYNC_NOEXCEPT;
 
 #ifdef __cplusplus

@@ -320,6 +320,46 @@ class Context {
     allgather_async(name, send, recv).wait();
   }
 
+  // Reduce-scatter: send holds recv.size() * size() elements; recv receives op
+  // over every rank's block rank() of send.
+  template <Tensor S, Tensor R>
+  Request reduce_scatter_async(const std::string& name, const S& send, R&& recv, rs_op_t op = RS_SUM) {
+    same_element<S, R>();
+    expect_size(name, std::ranges::size(send),
+                std::ranges::size(recv) * static_cast<std::size_t>(size()), "send");
+    rs_request_t* r = nullptr;
+    detail::check(rs_reduce_scatter_async(ctx_.get(), name.c_str(), std::ranges::data(send),
+                                          std::ranges::data(recv), std::ranges::size(recv),
+                                          dtype_of<element_t<S>>::value, op, &r));
+    return Request(r);
+  }
+  template <Tensor S, Tensor R>
+  void reduce_scatter(const std::string& name, const S& send, R&& recv, rs_op_t op = RS_SUM) {
+    reduce_scatter_async(name, send, recv, op).wait();
+  }
+
+  // Alltoall: send and recv hold size() blocks of equal size; block j of send
+  // goes to rank j, block i of recv comes from rank i. Not in place.
+  template <Tensor S, Tensor R>
+  Request alltoall_async(const std::string& name, const S& send, R&& recv) {
+    same_element<S, R>();
+    expect_size(name, std::ranges::size(recv), std::ranges::size(send), "recv");
+    const auto ranks = static_cast<std::size_t>(size());
+    if (std::ranges::size(send) % ranks != 0)
+      throw Error(RS_INVALID_ARGUMENT, "alltoall '" + name + "': " + std::to_string(std::ranges::size(send)) +
+                                           " elements do not split into " + std::to_string(ranks) +
+                                           " equal blocks, one per rank");
+    rs_request_t* r = nullptr;
+    detail::check(rs_alltoall_async(ctx_.get(), name.c_str(), std::ranges::data(send),
+                                    std::ranges::data(recv), std::ranges::size(send) / ranks,
+                                    dtype_of<element_t<S>>::value, &r));
+    return Request(r);
+  }
+  template <Tensor S, Tensor R>
+  void alltoall(const std::string& name, const S& send, R&& recv) {
+    alltoall_async(name, send, recv).wait();
+  }
+
   Request barrier_async(const std::string& name) {
     rs_request_t* r = nullptr;
     detail::check(rs_barrier_async(ctx_.get(), name.c_str(), &r));
