@@ -163,6 +163,36 @@ def rank_collectives(framework, dtypes):
              "allgather of a non-contiguous input", dt)
     ran += 4
 
+    # reduce_scatter: block i of every rank's input, reduced, on rank i.
+    blocks = [np.stack([inputs[r][:4] + b for b in range(size)]) for r in range(size)]  # (size, 4)
+    for op_name in ("sum", "max"):
+      want = _reduced(np, op_name, [blk[rank] for blk in blocks], integer)
+      got = rs.reduce_scatter(a.make(blocks[rank], dt), op=op_name)
+      a.expect(got, want.reshape(1, 4), "reduce_scatter %s" % op_name, dt)
+      ran += 1
+    out = a.make(np.zeros(4, dtype=np.int64), dt)
+    assert rs.reduce_scatter(a.make(blocks[rank], dt), out=out) is out
+    a.expect(out, _reduced(np, "sum", [blk[rank] for blk in blocks], integer),
+             "reduce_scatter into out", dt)
+    try:
+      rs.reduce_scatter(a.make(np.zeros(size + 1, dtype=np.int64), dt))
+      raise AssertionError("reduce_scatter of an input that does not split did not raise")
+    except ValueError as e:
+      assert "equal blocks" in str(e), str(e)
+    # alltoall: block j of rank i's input is block i of rank j's result.
+    sent = [np.arange(2 * size) % 5 + 10 * r for r in range(size)]
+    want = np.concatenate([sent[r][2 * rank:2 * rank + 2] for r in range(size)])
+    a.expect(rs.alltoall(a.make(sent[rank], dt)), want, "alltoall", dt)
+    handle = rs.alltoall_async(a.make(sent[rank], dt), name="a2a.async.%s" % dt)
+    a.expect(handle.wait(), want, "alltoall_async", dt)
+    x = a.make(sent[rank], dt)
+    try:
+      rs.alltoall(x, out=x)
+      raise AssertionError("alltoall in place did not raise")
+    except ValueError as e:
+      assert "in place" in str(e), str(e)
+    ran += 5
+
     # Zero elements and 0-d arrays.
     a.expect(rs.allreduce(a.make(np.zeros(0, dtype=np.int64), dt)), np.zeros(0),
              "allreduce of an empty array", dt)

@@ -33,6 +33,14 @@ def rank_across_nodes(with_torch):
     got = rs.broadcast(np.arange(4.0) * (rank + 1), root=root, name="bcast.%d" % root)
     assert (got == np.arange(4.0) * (root + 1)).all(), (root, got)
 
+  # Reduce-scatter and alltoall: blocks by global rank, across the nodes.
+  blocks = np.arange(4 * 3, dtype=np.float64).reshape(4, 3) + rank  # block i for rank i
+  got = rs.reduce_scatter(blocks, name="rs.across")
+  assert (got == (np.arange(3) + 3 * rank) * size + 6).all(), (rank, got)
+  assert (rs.reduce_scatter(np.full(8, rank, np.int32), op="max") == 3).all()
+  sent = np.array([100 * rank + j for j in range(size)], np.int64)  # block j for rank j
+  assert rs.alltoall(sent, name="a2a.across").tolist() == [100 * r + rank for r in range(size)]
+
   # Async, waited in a rank-dependent order.
   handles = [rs.allreduce_async(np.full(8, i, np.float64), name="async.%d" % i) for i in range(8)]
   for i in (range(8) if rank % 2 else reversed(range(8))):
@@ -60,6 +68,10 @@ def rank_across_nodes(with_torch):
       assert bool((t == 10).all()), (dtype, t)
     g = rs.allgather(torch.full((2,), rank, dtype=torch.bfloat16))
     assert g.tolist() == [0, 0, 1, 1, 2, 2, 3, 3], g
+    s = rs.reduce_scatter(torch.ones((4, 2), dtype=torch.bfloat16) * (rank + 1))
+    assert s.tolist() == [[10, 10]], s
+    a = rs.alltoall(torch.arange(4, dtype=torch.float16) + 10 * rank)
+    assert a.tolist() == [10 * r + rank for r in range(size)], a
   rs.shutdown()
   return {"rank": rank, "node": int(env["RINGSYNC_NODE_RANK"])}
 

@@ -12,8 +12,9 @@ CPython >= 3.9). numpy and torch are optional. See docs/python.md for the refere
 """
 
 from ._buffers import empty
-from ._collectives import (allgather, allgather_async, allreduce, allreduce_async, barrier,
-                           barrier_async, broadcast, broadcast_async)
+from ._collectives import (allgather, allgather_async, allreduce, allreduce_async, alltoall,
+                           alltoall_async, barrier, barrier_async, broadcast, broadcast_async,
+                           reduce_scatter, reduce_scatter_async)
 from ._context import (init, is_initialized, local_rank, local_size, node_rank, num_nodes, rank,
                        shutdown, size)
 from ._handle import Handle
@@ -28,7 +29,8 @@ __all__ = [
     "rank", "size", "local_rank", "local_size", "node_rank", "num_nodes",
     "Sum", "Average", "Min", "Max", "Product", "ReduceOp",
     "allreduce", "allreduce_async", "broadcast", "broadcast_async",
-    "allgather", "allgather_async", "barrier", "barrier_async",
+    "allgather", "allgather_async", "reduce_scatter", "reduce_scatter_async",
+    "alltoall", "alltoall_async", "barrier", "barrier_async",
     "Handle", "empty", "library_path", "register_device", "unregister_device",
     "RingsyncError", "LibraryNotFoundError",
 ]

@@ -1,4 +1,4 @@
-"""allreduce, broadcast, allgather and barrier on numpy arrays, torch tensors (CPU or CUDA) and
+"""allreduce, broadcast, allgather, reduce_scatter, alltoall and barrier on numpy arrays, torch tensors (CPU or CUDA) and
 GPU arrays with __cuda_array_interface__.
 
 Each collective has a blocking form and an *_async form returning a Handle; the blocking
@@ -134,6 +134,72 @@ def allgather_async(x, name=None, out=None):
 def allgather(x, name=None, out=None):
   """Every rank's x concatenated along the first dimension; see allgather_async."""
   return allgather_async(x, name=name, out=out).wait()
+
+
+def _blocks(kind, view, size):
+  """Elements per rank of an input cut into size() blocks along its first dimension."""
+  shape = view.shape
+  if not shape or shape[0] % size != 0:
+    raise ValueError("%s: the input's first dimension (%s) must split into %d equal blocks, one "
+                     "per rank" % (kind, shape[0] if shape else "a 0-d input has none", size))
+  return view.count // size
+
+
+def reduce_scatter_async(x, op=_ops.Sum, name=None, out=None):
+  """Starts a reduce-scatter: x is cut into size() blocks along its first dimension; rank i's
+  result is op over block i of every rank's x (shape (x.shape[0] // size(), *x.shape[1:])).
+
+  `out` may be any contiguous array of that many elements (not x itself). Average divides by
+  size() (integers: truncating). Returns a Handle whose wait() returns the result.
+  """
+  code = _ops.op_code(op)
+  view = View(x, "reduce_scatter")
+  size = _context.size()
+  count = _blocks("reduce_scatter", view, size)
+  if out is x:
+    raise ValueError("reduce_scatter cannot write into its own input (out=x): the result is "
+                     "size() times smaller; pass out=None or a separate out")
+  send, recv = _output("reduce_scatter", view, out, (view.shape[0] // size,) + view.shape[1:])
+  device = _devices.route("reduce_scatter", view, send, recv)
+  tensor_name = _names.resolve("reduce_scatter", name)
+  lib = _capi.lib()
+  return _submit("reduce_scatter", tensor_name,
+                 lambda ctx, req: lib.rs_reduce_scatter_async(ctx, tensor_name, send.pointer,
+                                                              recv.pointer, count, view.code,
+                                                              code, req),
+                 recv.obj, (x, send.obj, recv.obj), device)
+
+
+def reduce_scatter(x, op=_ops.Sum, name=None, out=None):
+  """op over block rank() of every rank's x; see reduce_scatter_async. Returns the result."""
+  return reduce_scatter_async(x, op=op, name=name, out=out).wait()
+
+
+def alltoall_async(x, name=None, out=None):
+  """Starts an alltoall: x is cut into size() blocks along its first dimension; block j goes to
+  rank j, and block i of the result (same shape as x) comes from rank i.
+
+  `out` may be any contiguous array of as many elements, but not x itself: alltoall has no
+  in-place form. Returns a Handle whose wait() returns the result.
+  """
+  view = View(x, "alltoall")
+  count = _blocks("alltoall", view, _context.size())
+  if out is x:
+    raise ValueError("alltoall cannot run in place (out=x): every block of the result is "
+                     "another rank's input; pass out=None or a separate out")
+  send, recv = _output("alltoall", view, out, view.shape)
+  device = _devices.route("alltoall", view, send, recv)
+  tensor_name = _names.resolve("alltoall", name)
+  lib = _capi.lib()
+  return _submit("alltoall", tensor_name,
+                 lambda ctx, req: lib.rs_alltoall_async(ctx, tensor_name, send.pointer,
+                                                        recv.pointer, count, view.code, req),
+                 recv.obj, (x, send.obj, recv.obj), device)
+
+
+def alltoall(x, name=None, out=None):
+  """Block j of x to rank j, block i of the result from rank i; see alltoall_async."""
+  return alltoall_async(x, name=name, out=out).wait()
 
 
 def barrier_async(name=None):
