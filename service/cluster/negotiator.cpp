@@ -296,6 +296,7 @@ void Negotiator::on_ready_list(std::uint32_t from, peer_wire::ReadyList list) {
     }
   }
   coordinator_->add_ready(from, tensors, Clock::now(), std::move(data));
+  for (const auto& t : tensors) check_paths(t.name);
   schedule_plan();
 }
 

@@ -88,6 +88,11 @@ class Negotiator {
   // Node 0: logs tensors ready on some nodes and missing on others for
   // `stall_after` (once each); returns how many there are (0 elsewhere).
   std::size_t report_stalls(Clock::time_point now, Clock::duration stall_after);
+  // Node 0: says so, once, when `name` waits both in a direct exchange (a small
+  // allreduce on some nodes) and in the negotiation (larger, or another
+  // collective, on others), as soon as both sides are known: the two paths
+  // never meet, so no stall timing may decide whether it is named.
+  void check_paths(const std::string& name);
 
  private:
   // A locally ready tensor waiting for its plan; a name submitted again

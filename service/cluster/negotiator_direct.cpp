@@ -57,8 +57,10 @@ void Negotiator::on_contributions(std::uint32_t from, peer_wire::Contributions c
 
 void Negotiator::on_contribution(std::uint32_t origin, peer_wire::DirectTensor contribution) {
   if (!direct_) return;
+  const std::string name = contribution.tensor.name;
   auto round = direct_->add(origin, std::move(contribution), Clock::now());
-  if (round) finish_round(std::move(*round));
+  if (round) return finish_round(std::move(*round));
+  check_paths(name);
 }
 
 void Negotiator::finish_round(negotiation::DirectExchange::Round round) {

@@ -155,6 +155,15 @@ void Coordinator::append_result(const Entry& e, peer_wire::Operation& op) const 
   combine(t, srcs, inline_.ranks, op.result.data() + at);
 }
 
+std::vector<std::uint32_t> Coordinator::waiting_nodes(const std::string& name) const {
+  std::vector<std::uint32_t> nodes;
+  auto it = table_.find(name);
+  if (it == table_.end() || it->second.reported == num_nodes_) return nodes;
+  for (std::uint32_t n = 0; n < num_nodes_; ++n)
+    if (it->second.by_node[n]) nodes.push_back(n);
+  return nodes;
+}
+
 std::vector<Coordinator::Stall> Coordinator::stalled(Clock::time_point now,
                                                      Clock::duration age) const {
   std::vector<Stall> out;

@@ -66,6 +66,8 @@ class Coordinator {
   std::vector<Stall> stalled(Clock::time_point now, Clock::duration age) const;
 
   std::size_t pending() const { return table_.size(); }
+  // The nodes that reported `name` and wait for the others (none: not pending).
+  std::vector<std::uint32_t> waiting_nodes(const std::string& name) const;
 
  private:
   struct Entry {

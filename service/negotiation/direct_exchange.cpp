@@ -61,6 +61,15 @@ DirectExchange::Round DirectExchange::finish(const std::string& name, Queues& qu
   return round;
 }
 
+std::vector<std::uint32_t> DirectExchange::waiting_nodes(const std::string& name) const {
+  std::vector<std::uint32_t> nodes;
+  auto it = table_.find(name);
+  if (it == table_.end()) return nodes;
+  for (std::uint32_t n = 0; n < num_nodes_; ++n)
+    if (!it->second[n].empty()) nodes.push_back(n);
+  return nodes;
+}
+
 std::vector<Coordinator::Stall> DirectExchange::stalled(Clock::time_point now, Clock::duration age) const {
   std::vector<Coordinator::Stall> out;
   for (const auto& [name, queues] : table_) {

@@ -63,6 +63,8 @@ class DirectExchange {
   std::vector<Coordinator::Stall> stalled(Clock::time_point now, Clock::duration age) const;
   // Names with contributions waiting for other nodes.
   std::size_t pending() const { return table_.size(); }
+  // The nodes whose contribution to `name` waits for the others' (none: not pending).
+  std::vector<std::uint32_t> waiting_nodes(const std::string& name) const;
 
  private:
   struct Arrived {

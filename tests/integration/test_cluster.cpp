@@ -394,9 +394,12 @@ TEST_CASE("cluster: nodes disagree on a count: every rank gets a mismatch naming
 
 TEST_CASE("cluster: a tensor small on one node and large on the other is named, then times out") {
   // Node 0's ranks exchange 'conflict' directly (4 KiB), node 1's negotiate
-  // it (64 KiB): the paths never meet. Node 0 says why, every rank gets an
-  // error at --collective-timeout, and the daemons serve on.
-  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms", "--collective-timeout", "3s"}));
+  // it (64 KiB): the paths never meet. Node 0 says why as soon as it knows
+  // both sides (not at a stall check), every rank gets an error at
+  // --collective-timeout, and the daemons serve on. The timeout leaves node 1's
+  // ranks, started a second later, ample time to submit on a loaded machine:
+  // a side that timed out before the other arrived could not be named.
+  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms", "--collective-timeout", "8s"}));
   {
     RankGroup ranks(cluster, "conflict");
     for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});

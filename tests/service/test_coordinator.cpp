@@ -222,3 +222,14 @@ TEST_CASE("the inline limit shrinks as 2/N past 2 nodes: node 0 moves N/2 times 
   CHECK(values_of<float>(plan.operations[0].result, 0, 4) == std::vector<float>{4, 4, 4, 4});
   CHECK(plan.operations[1].result.empty());
 }
+
+TEST_CASE("waiting_nodes: who reported a tensor still waiting for the others, at once") {
+  Coordinator c(3, 0);
+  CHECK(c.waiting_nodes("w").empty());
+  c.add_ready(2, {allreduce("w", 1)}, t0);
+  CHECK(c.waiting_nodes("w") == std::vector<std::uint32_t>{2});
+  c.add_ready(0, {allreduce("w", 1)}, t0);
+  CHECK(c.waiting_nodes("w") == std::vector<std::uint32_t>{0, 2});
+  c.add_ready(1, {allreduce("w", 1)}, t0);
+  CHECK(c.waiting_nodes("w").empty());  // ready everywhere: it waits for nobody
+}

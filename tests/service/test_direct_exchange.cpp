@@ -135,3 +135,14 @@ TEST_CASE("which tensors are exchanged directly: small allreduces, the limit shr
   ReadyTensor broadcast{"b", wire::CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum, 1, 0};
   CHECK_FALSE(exchanged_directly(broadcast, 32));
 }
+
+TEST_CASE("waiting_nodes: the nodes whose contribution waits, until the round is done") {
+  DirectExchange x(3, 3);
+  CHECK(x.waiting_nodes("w").empty());
+  x.add(1, contribution<float>(allreduce("w", 1), {1}), t0);
+  CHECK(x.waiting_nodes("w") == std::vector<std::uint32_t>{1});
+  x.add(0, contribution<float>(allreduce("w", 1), {1}), t0);
+  CHECK(x.waiting_nodes("w") == std::vector<std::uint32_t>{0, 1});
+  CHECK(x.add(2, contribution<float>(allreduce("w", 1), {1}), t0));
+  CHECK(x.waiting_nodes("w").empty());
+}
