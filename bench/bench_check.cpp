@@ -157,11 +157,13 @@ void fill_bits(void* buf, std::size_t count, const Table& table) {
   }
 }
 
+// `first`: the pattern index of buf's first element.
 template <class Bits>
-std::int64_t count_bits_wrong(const void* buf, std::size_t count, const Table& table) {
+std::int64_t count_bits_wrong(const void* buf, std::size_t count, const Table& table,
+                              std::size_t first) {
   const auto* in = static_cast<const unsigned char*>(buf);
   std::int64_t wrong = 0;
-  std::size_t j = 0;
+  std::size_t j = first % kPeriod;
   for (std::size_t i = 0; i < count; ++i) {
     Bits v;
     std::memcpy(&v, in + i * sizeof(Bits), sizeof(Bits));
@@ -180,17 +182,22 @@ void fill(void* buf, std::size_t count, DType dtype, const Table& table) {
   }
 }
 
-std::int64_t count_wrong(const void* buf, std::size_t count, DType dtype, const Table& table) {
+std::int64_t count_wrong(const void* buf, std::size_t count, DType dtype, const Table& table,
+                         std::size_t first = 0) {
   switch (dtype_size(dtype)) {
-    case 1: return count_bits_wrong<std::uint8_t>(buf, count, table);
-    case 2: return count_bits_wrong<std::uint16_t>(buf, count, table);
-    case 4: return count_bits_wrong<std::uint32_t>(buf, count, table);
-    default: return count_bits_wrong<std::uint64_t>(buf, count, table);
+    case 1: return count_bits_wrong<std::uint8_t>(buf, count, table, first);
+    case 2: return count_bits_wrong<std::uint16_t>(buf, count, table, first);
+    case 4: return count_bits_wrong<std::uint32_t>(buf, count, table, first);
+    default: return count_bits_wrong<std::uint64_t>(buf, count, table, first);
   }
 }
 
 Table rank_data_table(DType dtype, int rank) {
   return table_of([&](std::size_t j) { return encode(dtype, rank_value(rank, j)); });
+}
+
+Table allreduce_table(DType dtype, ReduceOp op, int ranks) {
+  return table_of([&](std::size_t j) { return expected_allreduce(dtype, op, j, ranks); });
 }
 
 }  // namespace
@@ -206,9 +213,7 @@ void fill_allreduce_input(void* send, std::size_t count, DType dtype, ReduceOp o
 
 std::int64_t count_allreduce_wrong(const void* recv, std::size_t count, DType dtype, ReduceOp op,
                                    int ranks) {
-  return count_wrong(recv, count, dtype, table_of([&](std::size_t j) {
-                       return expected_allreduce(dtype, op, j, ranks);
-                     }));
+  return count_wrong(recv, count, dtype, allreduce_table(dtype, op, ranks));
 }
 
 void fill_rank_data(void* send, std::size_t count, DType dtype, int rank) {
@@ -226,6 +231,24 @@ std::int64_t count_allgather_wrong(const void* recv, std::size_t count, DType dt
   for (int r = 0; r < ranks; ++r)
     wrong += count_wrong(parts + static_cast<std::size_t>(r) * part_bytes, count, dtype,
                          rank_data_table(dtype, r));
+  return wrong;
+}
+
+std::int64_t count_reduce_scatter_wrong(const void* recv, std::size_t count, DType dtype,
+                                        ReduceOp op, int rank, int ranks) {
+  return count_wrong(recv, count, dtype, allreduce_table(dtype, op, ranks),
+                     static_cast<std::size_t>(rank) * count);
+}
+
+std::int64_t count_alltoall_wrong(const void* recv, std::size_t count, DType dtype, int rank,
+                                  int ranks) {
+  // Block r came from rank r, which sent its data from block `rank` of its input.
+  const auto* blocks = static_cast<const unsigned char*>(recv);
+  const std::size_t block_bytes = count * dtype_size(dtype);
+  std::int64_t wrong = 0;
+  for (int r = 0; r < ranks; ++r)
+    wrong += count_wrong(blocks + static_cast<std::size_t>(r) * block_bytes, count, dtype,
+                         rank_data_table(dtype, r), static_cast<std::size_t>(rank) * count);
   return wrong;
 }
 

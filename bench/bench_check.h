@@ -11,6 +11,10 @@
 //
 // Inputs are periodic in the element index with a prime period, so expected values
 // come from one short table and checking a large result is one pass over it.
+// reduce_scatter and alltoall fill a rank's whole input the same way (allreduce's
+// input, a rank's data) and a block at element offset k*count is expected to hold
+// the pattern from index k*count: a block from the wrong place is wrong unless
+// count is a multiple of the period (1021, a prime no power-of-two size hits).
 #pragma once
 
 #include <cstddef>
@@ -40,5 +44,16 @@ std::int64_t count_broadcast_wrong(const void* recv, std::size_t count, DType dt
 // Elements of an allgather result (`ranks` parts of `count`) that differ from each
 // rank's data in rank order.
 std::int64_t count_allgather_wrong(const void* recv, std::size_t count, DType dtype, int ranks);
+
+// Elements of rank `rank`'s reduce_scatter result (`count` elements) that differ
+// from op over block `rank` of every rank's allreduce input (fill_allreduce_input
+// over count * ranks elements).
+std::int64_t count_reduce_scatter_wrong(const void* recv, std::size_t count, DType dtype,
+                                        ReduceOp op, int rank, int ranks);
+// Elements of rank `rank`'s alltoall result (`ranks` blocks of `count`) that
+// differ from block `rank` of each rank's data (fill_rank_data over count * ranks
+// elements), in rank order.
+std::int64_t count_alltoall_wrong(const void* recv, std::size_t count, DType dtype, int rank,
+                                  int ranks);
 
 }  // namespace ringsync::bench

@@ -16,15 +16,15 @@ const char* const kUsage =
     "Measures ringsync collectives the way nccl-tests does. Run it as a trainer, one\n"
     "process per rank, e.g.  ringsync launch --nodes 2 --slots 2 -- ringsync-bench -t all\n"
     "\n"
-    "  -t, --collective COLL   allreduce, broadcast, allgather, a comma list, or all\n"
-    "                          (default allreduce)\n"
+    "  -t, --collective COLL   allreduce, broadcast, allgather, reduce_scatter, alltoall,\n"
+    "                          a comma list, or all (default allreduce)\n"
     "  -b, --minbytes SIZE     smallest size (default 8)\n"
     "  -e, --maxbytes SIZE     largest size (default 256M)\n"
     "  -f, --stepfactor N      multiply the size by N between rows, N >= 2 (default 2)\n"
     "  -d, --datatype TYPE     float, double, half, bfloat16, int32, int64, uint8, a comma\n"
     "                          list, or all (default float)\n"
-    "  -o, --op OP             allreduce's reduction: sum, prod, max, min, avg, a comma list,\n"
-    "                          or all (default sum)\n"
+    "  -o, --op OP             allreduce's and reduce_scatter's reduction: sum, prod, max,\n"
+    "                          min, avg, a comma list, or all (default sum)\n"
     "  -n, --iters N           timed iterations per size, N >= 1 (default 20)\n"
     "  -w, --warmup_iters N    untimed iterations before them (default 5)\n"
     "  -c, --check 0|1         1: check every element of every result (default 1)\n"
@@ -33,8 +33,11 @@ const char* const kUsage =
     "      --json FILE         also write the rows as JSON (global rank 0 writes it)\n"
     "  -h, --help              this help\n"
     "\n"
-    "SIZE takes K, M, G (binary multiples): 8, 64K, 256M, 1G. For allgather a size is the\n"
-    "whole output (all ranks' parts); the count column is the part of one rank.\n"
+    "SIZE takes K, M, G (binary multiples): 8, 64K, 256M, 1G. Sizes and busbw are\n"
+    "nccl-tests': allreduce and broadcast, the buffer (busbw = algbw x 2(n-1)/n, x 1);\n"
+    "allgather, the whole output; reduce_scatter, one rank's whole input; alltoall, what\n"
+    "one rank sends (these three: busbw = algbw x (n-1)/n). For the last three the\n"
+    "count column is one rank's block (size / n ranks).\n"
     "\n"
     "Global rank 0 prints one row per size: size (B), count (elements), type, redop, root,\n"
     "time (us, the mean per iteration of the slowest rank), algbw and busbw (GB/s, nccl-tests\n"
@@ -96,9 +99,11 @@ Result<std::vector<T>> parse_list(const Flag& f, const std::string& text,
   return chosen;
 }
 
-constexpr std::string_view kCollectiveNames[] = {"allreduce", "broadcast", "allgather"};
+constexpr std::string_view kCollectiveNames[] = {"allreduce", "broadcast", "allgather",
+                                                 "reduce_scatter", "alltoall"};
 constexpr Collective kCollectives[] = {Collective::kAllreduce, Collective::kBroadcast,
-                                       Collective::kAllgather};
+                                       Collective::kAllgather, Collective::kReduceScatter,
+                                       Collective::kAlltoall};
 constexpr std::string_view kTypeNames[] = {"float", "double", "half", "bfloat16",
                                            "int32", "int64",  "uint8"};
 constexpr DType kTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16,

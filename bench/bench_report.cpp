@@ -69,7 +69,7 @@ Row make_row(Collective c, const Shape& shape, DType dtype, ReduceOp op, int roo
   row.bytes = shape.bytes;
   row.count = shape.count;
   row.type = std::string(type_name(dtype));
-  row.redop = c == Collective::kAllreduce ? std::string(op_name(op)) : "none";
+  row.redop = reduces(c) ? std::string(op_name(op)) : "none";
   row.root = c == Collective::kBroadcast ? root : -1;
   row.seconds = seconds;
   row.median_seconds = median_seconds;

@@ -53,9 +53,9 @@ class Bench {
     for (Collective c : o_.collectives) {
       if (rank_ == 0) print_section(c, info);
       for (DType d : o_.dtypes) {
-        // Only allreduce reduces; the others run once per type.
+        // Only allreduce and reduce_scatter reduce; the others run once per type.
         const std::vector<ReduceOp> ops =
-            c == Collective::kAllreduce ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+            reduces(c) ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
         for (ReduceOp op : ops) {
           fill_input(c, d, op);
           for (std::uint64_t bytes : sizes_of(o_)) {
@@ -73,7 +73,7 @@ class Bench {
  private:
   void fill_input(Collective c, DType d, ReduceOp op) {
     const std::size_t count = send_bytes_ / dtype_size(d);
-    if (c == Collective::kAllreduce)
+    if (reduces(c))
       fill_allreduce_input(send_, count, d, op, rank_, ranks_);
     else
       fill_rank_data(send_, count, d, rank_);
@@ -84,7 +84,7 @@ class Bench {
     // iteration as a training step repeats its gradients.
     std::string name = "bench.";
     name.append(collective_name(c)).append(".").append(type_name(d));
-    if (c == Collective::kAllreduce) name.append(".").append(op_name(op));
+    if (reduces(c)) name.append(".").append(op_name(op));
     name.append(".").append(std::to_string(shape.bytes));
     auto once = [&] {
       return finish(submit(ctx_, name.c_str(), c, shape, send_, recv_, d, op, o_.root, &request_),
@@ -137,6 +137,10 @@ class Bench {
       case Collective::kAllreduce: return count_allreduce_wrong(recv_, shape.count, d, op, ranks_);
       case Collective::kBroadcast: return count_broadcast_wrong(recv_, shape.count, d, o_.root);
       case Collective::kAllgather: return count_allgather_wrong(recv_, shape.count, d, ranks_);
+      case Collective::kReduceScatter:
+        return count_reduce_scatter_wrong(recv_, shape.count, d, op, rank_, ranks_);
+      case Collective::kAlltoall:
+        return count_alltoall_wrong(recv_, shape.count, d, rank_, ranks_);
     }
     return 0;
   }

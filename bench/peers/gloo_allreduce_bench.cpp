@@ -8,6 +8,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/config.h>
@@ -64,7 +65,9 @@ const char* const kUsage =
     "\n"
     "Env LOCAL_WORLD_SIZE (ranks per node, set by gloo-launch.sh) only labels the table.\n"
     "Gloo has no bfloat16 type and no avg reduction: allreduce rows that ask for them\n"
-    "are skipped with a '# skipped' line. In-place algorithms run the timed iterations\n"
+    "are skipped with a '# skipped' line, and so are reduce_scatter rows (Gloo's only\n"
+    "reduce-scatter, ReduceScatterHalvingDoubling, works in place with its own layout).\n"
+    "alltoall is gloo::alltoall. In-place algorithms run the timed iterations\n"
     "on their own results, then the check runs once more from fresh inputs (as\n"
     "nccl-tests checks in place).\n"
     "\n"
@@ -164,7 +167,7 @@ Result<GlooFlags> gloo_flags(const std::vector<std::pair<std::string, std::strin
 }
 
 // Runs f.template operator()<T>() with T the C++ type Gloo reduces for dtype.
-// Broadcast and allgather only move bytes: bfloat16 travels as uint16_t.
+// Collectives that do not reduce only move bytes: bfloat16 travels as uint16_t.
 template <class F>
 Status with_type(Collective c, DType dtype, F&& f) {
   switch (dtype) {
@@ -175,7 +178,7 @@ Status with_type(Collective c, DType dtype, F&& f) {
     case DType::kI64: return f.template operator()<std::int64_t>();
     case DType::kU8: return f.template operator()<std::uint8_t>();
     case DType::kBF16:
-      if (c != Collective::kAllreduce) return f.template operator()<std::uint16_t>();
+      if (!reduces(c)) return f.template operator()<std::uint16_t>();
       break;
   }
   return Status::InvalidArgument("Gloo has no " + std::string(type_name(dtype)) + " type");
@@ -228,6 +231,8 @@ class GlooBackend final : public Backend {
   int ranks() const override { return context_->size; }
 
   std::string unsupported(Collective c, DType dtype, ReduceOp op) const override {
+    if (c == Collective::kReduceScatter)
+      return "not measured: Gloo's ReduceScatterHalvingDoubling is in place, in its own layout";
     if (c != Collective::kAllreduce) return "";
     if (dtype == DType::kBF16) return "Gloo has no bfloat16 type";
     if (op == ReduceOp::kAvg) return "Gloo has no avg reduction";
@@ -240,6 +245,7 @@ class GlooBackend final : public Backend {
     allreduce_.reset();
     broadcast_.reset();
     allgather_.reset();
+    alltoall_.reset();
     legacy_.reset();
     in_place_ = false;
     return with_type(c, dtype, [&]<class T>() {
@@ -261,6 +267,14 @@ class GlooBackend final : public Backend {
             allgather_->setOutput(out, shape.recv_count);
             run_ = [this] { gloo::allgather(*allgather_); };
             break;
+          case Collective::kAlltoall:
+            alltoall_ = std::make_unique<gloo::AlltoallOptions>(context_);
+            alltoall_->setInput(in, shape.send_count);
+            alltoall_->setOutput(out, shape.recv_count);
+            run_ = [this] { gloo::alltoall(*alltoall_); };
+            break;
+          case Collective::kReduceScatter:
+            throw std::invalid_argument("reduce_scatter is not measured on Gloo");
         }
       });
     });
@@ -333,6 +347,7 @@ class GlooBackend final : public Backend {
   std::unique_ptr<gloo::AllreduceOptions> allreduce_;
   std::unique_ptr<gloo::BroadcastOptions> broadcast_;
   std::unique_ptr<gloo::AllgatherOptions> allgather_;
+  std::unique_ptr<gloo::AlltoallOptions> alltoall_;
   std::unique_ptr<gloo::Algorithm> legacy_;
 };
 

@@ -1,10 +1,11 @@
 // mpi-allreduce-bench: ringsync-bench's measurement (peer_bench.h) on MPI_Allreduce,
-// MPI_Bcast and MPI_Allgather, for comparing ringsync with MPI on the same hosts in
-// the same run. Launched by mpirun, one process per rank; see bench/peers/README.md.
+// MPI_Bcast, MPI_Allgather, MPI_Reduce_scatter_block and MPI_Alltoall, for
+// comparing ringsync with MPI on the same hosts in the same run. Launched by mpirun, one process per rank; see bench/peers/README.md.
 #include <mpi.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -23,13 +24,14 @@ const char* const kUsage =
     "              [-d TYPE] [-o OP] [-n ITERS] [-w WARMUP] [-c 0|1] [-r ROOT] [--csv FILE]\n"
     "              [--json FILE]\n"
     "\n"
-    "Measures MPI_Allreduce (-t allreduce), MPI_Bcast (broadcast) and MPI_Allgather\n"
-    "(allgather) exactly as ringsync-bench measures ringsync: the same flags, sizes,\n"
-    "exact inputs, checks, table and files (ringsync-bench --help describes them).\n"
+    "Measures MPI_Allreduce (-t allreduce), MPI_Bcast (broadcast), MPI_Allgather\n"
+    "(allgather), MPI_Reduce_scatter_block (reduce_scatter) and MPI_Alltoall (alltoall)\n"
+    "exactly as ringsync-bench measures ringsync: the same flags, sizes, exact inputs,\n"
+    "checks, table and files (ringsync-bench --help describes them).\n"
     "\n"
-    "MPI has no half or bfloat16 type and no avg reduction: allreduce rows that ask for\n"
-    "them are skipped with a '# skipped' line (broadcast and allgather move them as\n"
-    "16-bit integers). MPI_Bcast's root broadcasts from its own input.\n"
+    "MPI has no half or bfloat16 type and no avg reduction: allreduce and reduce_scatter\n"
+    "rows that ask for them are skipped with a '# skipped' line (the other collectives\n"
+    "move them as 16-bit integers). MPI_Bcast's root broadcasts from its own input.\n"
     "Buffers are this process's memory (page aligned); which transport carries them is\n"
     "mpirun's choice (e.g. --mca btl tcp,self for TCP only, as the table's first line\n"
     "reports).\n"
@@ -58,15 +60,16 @@ class MpiBackend final : public Backend {
   std::string unsupported(Collective c, DType dtype, ReduceOp op) const override {
     if (type_of(c, dtype) == MPI_DATATYPE_NULL)
       return "MPI has no " + std::string(type_name(dtype)) + " type";
-    if (c == Collective::kAllreduce && op_of(op) == MPI_OP_NULL)
+    if (reduces(c) && op_of(op) == MPI_OP_NULL)
       return "MPI has no " + std::string(op_name(op)) + " reduction";
     return "";
   }
 
   Status prepare(Collective c, const Shape& shape, DType dtype, ReduceOp op, int root,
                  const void* send, void* recv) override {
-    if (shape.recv_count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-      return Status::InvalidArgument(std::to_string(shape.recv_count) +
+    const std::size_t most = std::max(shape.send_count, shape.recv_count);
+    if (most > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      return Status::InvalidArgument(std::to_string(most) +
                                      " elements: MPI counts are ints; lower -e");
     c_ = c;
     shape_ = shape;
@@ -93,6 +96,13 @@ class MpiBackend final : public Backend {
         return mpi_status(
             MPI_Allgather(send_, count, type_, recv_, count, type_, MPI_COMM_WORLD),
             "MPI_Allgather");
+      case Collective::kReduceScatter:
+        return mpi_status(
+            MPI_Reduce_scatter_block(send_, recv_, count, type_, op_, MPI_COMM_WORLD),
+            "MPI_Reduce_scatter_block");
+      case Collective::kAlltoall:
+        return mpi_status(MPI_Alltoall(send_, count, type_, recv_, count, type_, MPI_COMM_WORLD),
+                          "MPI_Alltoall");
     }
     return Status::InvalidArgument("unknown collective");
   }
@@ -120,7 +130,8 @@ class MpiBackend final : public Backend {
   }
 
  private:
-  // Broadcast and allgather only move bytes: 16-bit floats travel as MPI_UINT16_T.
+  // Collectives that do not reduce only move bytes: 16-bit floats travel as
+  // MPI_UINT16_T.
   static MPI_Datatype type_of(Collective c, DType dtype) {
     switch (dtype) {
       case DType::kF32: return MPI_FLOAT;
@@ -129,7 +140,7 @@ class MpiBackend final : public Backend {
       case DType::kI64: return MPI_INT64_T;
       case DType::kU8: return MPI_UINT8_T;
       case DType::kF16:
-      case DType::kBF16: return c == Collective::kAllreduce ? MPI_DATATYPE_NULL : MPI_UINT16_T;
+      case DType::kBF16: return reduces(c) ? MPI_DATATYPE_NULL : MPI_UINT16_T;
     }
     return MPI_DATATYPE_NULL;
   }

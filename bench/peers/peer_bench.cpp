@@ -65,14 +65,14 @@ class Bench {
     for (Collective c : o_.collectives) {
       if (rank == 0) print_section(c, info);
       for (DType d : o_.dtypes) {
-        // Only allreduce reduces; the others run once per type.
+        // Only allreduce and reduce_scatter reduce; the others run once per type.
         const std::vector<ReduceOp> ops =
-            c == Collective::kAllreduce ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
+            reduces(c) ? o_.ops : std::vector<ReduceOp>{ReduceOp::kSum};
         for (ReduceOp op : ops) {
           if (std::string why = backend_.unsupported(c, d, op); !why.empty()) {
             std::string what(collective_name(c));
             what.append(" ").append(type_name(d));
-            if (c == Collective::kAllreduce) what.append(" ").append(op_name(op));
+            if (reduces(c)) what.append(" ").append(op_name(op));
             if (rank == 0) std::printf("# skipped %s: %s\n", what.c_str(), why.c_str());
             continue;
           }
@@ -94,7 +94,7 @@ class Bench {
  private:
   void fill_input(Collective c, DType d, ReduceOp op) {
     const std::size_t count = send_bytes_ / dtype_size(d);
-    if (c == Collective::kAllreduce)
+    if (reduces(c))
       fill_allreduce_input(send_, count, d, op, backend_.rank(), backend_.ranks());
     else
       fill_rank_data(send_, count, d, backend_.rank());
@@ -103,7 +103,7 @@ class Bench {
   bool measure(Collective c, DType d, ReduceOp op, const Shape& shape, Row* row) {
     std::string name(collective_name(c));
     name.append(" ").append(type_name(d));
-    if (c == Collective::kAllreduce) name.append(" ").append(op_name(op));
+    if (reduces(c)) name.append(" ").append(op_name(op));
     name.append(" ").append(std::to_string(shape.bytes)).append(" B");
 
     if (!ok(backend_.prepare(c, shape, d, op, o_.root, send_, recv_), name)) return false;
@@ -163,6 +163,11 @@ class Bench {
       case Collective::kBroadcast: return count_broadcast_wrong(result, shape.count, d, o_.root);
       case Collective::kAllgather:
         return count_allgather_wrong(result, shape.count, d, backend_.ranks());
+      case Collective::kReduceScatter:
+        return count_reduce_scatter_wrong(result, shape.count, d, op, backend_.rank(),
+                                          backend_.ranks());
+      case Collective::kAlltoall:
+        return count_alltoall_wrong(result, shape.count, d, backend_.rank(), backend_.ranks());
     }
     return 0;
   }

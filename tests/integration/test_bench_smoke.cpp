@@ -87,11 +87,16 @@ TEST_CASE("ringsync-bench on 2 nodes x 2 slots: every collective, every row chec
   CHECK(o.out.find("[rank 1]") == std::string::npos);  // only global rank 0 prints
   CHECK(o.out.find("4 ranks (2 node(s) x 2 local)") != std::string::npos);
 
-  // 8, 256, 8K, 256K for each collective; allgather's first size is one element per rank.
+  // 8, 256, 8K, 256K for each collective; the first size of allgather, reduce_scatter
+  // and alltoall is one element per rank.
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"allreduce", "8"},  {"allreduce", "256"}, {"allreduce", "8192"}, {"allreduce", "262144"},
-      {"broadcast", "8"},  {"broadcast", "256"}, {"broadcast", "8192"}, {"broadcast", "262144"},
-      {"allgather", "16"}, {"allgather", "256"}, {"allgather", "8192"}, {"allgather", "262144"}};
+      {"allreduce", "8"},       {"allreduce", "256"},       {"allreduce", "8192"},
+      {"allreduce", "262144"},  {"broadcast", "8"},         {"broadcast", "256"},
+      {"broadcast", "8192"},    {"broadcast", "262144"},    {"allgather", "16"},
+      {"allgather", "256"},     {"allgather", "8192"},      {"allgather", "262144"},
+      {"reduce_scatter", "16"}, {"reduce_scatter", "256"},  {"reduce_scatter", "8192"},
+      {"reduce_scatter", "262144"}, {"alltoall", "16"},     {"alltoall", "256"},
+      {"alltoall", "8192"},     {"alltoall", "262144"}};
   REQUIRE_MESSAGE(t.rows.size() == expected.size(), o.out);
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const auto& [collective, f] = t.rows[i];
@@ -100,12 +105,18 @@ TEST_CASE("ringsync-bench on 2 nodes x 2 slots: every collective, every row chec
     CHECK(collective == expected[i].first);
     CHECK(f[0] == expected[i].second);
     CHECK(f[2] == "float");
-    CHECK(f[3] == (collective == "allreduce" ? "sum" : "none"));
+    CHECK(f[3] == (collective == "allreduce" || collective == "reduce_scatter" ? "sum" : "none"));
     CHECK(f[4] == (collective == "broadcast" ? "0" : "-1"));
     CHECK(f[8] == "0");
   }
-  // allgather's count is per rank: 256 B of floats over 4 ranks is 16 each.
-  CHECK(t.rows[9].second[1] == "16");
+  // allgather's, reduce_scatter's and alltoall's count is one rank's block: 256 B of
+  // floats over 4 ranks is 16 each. busbw is algbw x (n-1)/n for all three.
+  for (std::size_t i : {9, 13, 17}) {
+    CAPTURE(i);
+    CHECK(t.rows[i].second[1] == "16");
+    const double algbw = std::stod(t.rows[i].second[6]), busbw = std::stod(t.rows[i].second[7]);
+    CHECK(busbw <= algbw);
+  }
   REQUIRE(t.lines.size() >= 2);
   CHECK(t.lines[t.lines.size() - 2] == "# Out of bounds values : 0 OK");
   CHECK(t.lines.back().rfind("# Avg bus bandwidth    : ", 0) == 0);
@@ -130,6 +141,8 @@ TEST_CASE("ringsync-bench on 2 nodes x 2 slots: every collective, every row chec
     }
   }
   CHECK(csv.find("\nallgather,262144,16384,float,none,-1,") != std::string::npos);
+  CHECK(csv.find("\nreduce_scatter,262144,16384,float,sum,-1,") != std::string::npos);
+  CHECK(csv.find("\nalltoall,262144,16384,float,none,-1,") != std::string::npos);
   const std::string json = read_file(files.file("rows.json"));
   CHECK(json.find("\"ranks\": 4") != std::string::npos);
   CHECK(json.find("\"nodes\": 2") != std::string::npos);
@@ -141,13 +154,16 @@ TEST_CASE("ringsync-bench on 2 nodes x 2 slots: every collective, every row chec
 
 TEST_CASE("ringsync-bench checks every type and reduction exactly across 3 nodes") {
   // Odd ranks, sizes that are not a whole number of elements, half and bfloat16
-  // sums and products that must stay exact whatever order the ring reduces in.
+  // sums and products that must stay exact whatever order the ring reduces in;
+  // reduce_scatter's and alltoall's blocks each from its own place.
   const auto o = launch_bench({"--nodes", "3", "--slots", "1"},
-                              {"-t", "allreduce", "-d", "all", "-o", "all", "-b", "5", "-e", "64K",
-                               "-f", "97", "-n", "1", "-w", "0"});
+                              {"-t", "allreduce,reduce_scatter,alltoall", "-d", "all", "-o", "all",
+                               "-b", "5", "-e", "64K", "-f", "97", "-n", "1", "-w", "0"});
   REQUIRE_MESSAGE(o.status == 0, o.err, "\n", o.out);
   const Table t = rank0_table(o.out);
-  CHECK(t.rows.size() == 7 * 5 * 3);  // types x ops x sizes 5, 485 and 47045 bytes
+  // allreduce and reduce_scatter: types x ops x sizes 5, 485 and 47045 bytes;
+  // alltoall: types x sizes.
+  CHECK(t.rows.size() == 2 * 7 * 5 * 3 + 7 * 3);
   for (const auto& [collective, f] : t.rows) {
     REQUIRE(f.size() == 9);
     CHECK_MESSAGE(f[8] == "0", f[0], " ", f[2], " ", f[3]);
