@@ -2,7 +2,9 @@
 #include "common/metrics.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 
 namespace ringsync::metrics {
@@ -63,15 +65,31 @@ void append_sample(std::string& out, std::string_view name, std::string_view suf
   out += '\n';
 }
 
-[[noreturn]] void reject(const std::string& what) { throw std::invalid_argument(what); }
+std::atomic<std::uint64_t> g_misuse{0};
+std::mutex g_misuse_mu;
+std::string g_first_misuse;
+
+void misuse(const std::string& what) {
+  if (g_misuse.fetch_add(1, std::memory_order_relaxed) != 0) return;
+  std::lock_guard lock(g_misuse_mu);
+  g_first_misuse = what;
+}
 
 }  // namespace
+
+std::uint64_t misuse_count() { return g_misuse.load(std::memory_order_relaxed); }
+
+std::string first_misuse() {
+  std::lock_guard lock(g_misuse_mu);
+  return g_first_misuse;
+}
 
 // ---- Series ----
 
 void Counter::inc(double amount) {
   if (!(amount >= 0)) {
-    reject("a counter only goes up: increment by " + format_value(amount) + " is not allowed");
+    misuse("a counter only goes up: increment by " + format_value(amount) + " was ignored");
+    return;
   }
   value_.fetch_add(amount, std::memory_order_relaxed);
 }
@@ -133,10 +151,11 @@ void FamilyBase::render(std::string& out) const {
   render_series(out);
 }
 
-void FamilyBase::check_label_count(std::size_t n) const {
-  if (n == label_names_.size()) return;
-  reject("metric '" + name_ + "' takes " + std::to_string(label_names_.size()) + " label value(s) (" +
+bool FamilyBase::check_label_count(std::size_t n) const {
+  if (n == label_names_.size()) return true;
+  misuse("metric '" + name_ + "' takes " + std::to_string(label_names_.size()) + " label value(s) (" +
          join_names(label_names_) + "), got " + std::to_string(n));
+  return false;
 }
 
 }  // namespace detail
@@ -163,7 +182,7 @@ Family<Metric>::Family(std::string name, std::string help, std::vector<std::stri
 template <typename Metric>
 template <typename Values>
 Metric& Family<Metric>::with_impl(const Values& values) {
-  check_label_count(values.size());
+  if (!check_label_count(values.size())) return discarded_->metric;
   {
     std::shared_lock lock(mu_);
     auto it = series_.find(values);
@@ -183,7 +202,7 @@ Metric& Family<Metric>::with_impl(const Values& values) {
 template <typename Metric>
 template <typename Values>
 bool Family<Metric>::remove_impl(const Values& values) {
-  check_label_count(values.size());
+  if (!check_label_count(values.size())) return false;
   std::unique_lock lock(mu_);
   auto it = series_.find(values);
   if (it == series_.end() || !it->second->visible) return false;

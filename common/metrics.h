@@ -45,9 +45,18 @@ std::vector<double> exponential_buckets(double start, double factor, int count);
 
 // ---- Series (one child of a family, i.e. one set of label values) ----
 
+// Misuse at run time (a negative or NaN increment, the wrong number of label
+// values) is a bug in the caller, but must never end a daemon serving jobs:
+// it is ignored, counted here, and its first description kept for the log.
+// (Registering a family with a bad name or buckets still throws: that
+// happens once, at start-up, where main reports it.)
+std::uint64_t misuse_count();
+std::string first_misuse();
+
 class Counter {
  public:
-  // amount must be >= 0 (not NaN); a counter only goes up.
+  // amount must be >= 0 (not NaN); a counter only goes up. Anything else is
+  // ignored and counted (misuse_count()).
   void inc(double amount = 1.0);
   double value() const { return value_.load(std::memory_order_relaxed); }
   void reset() { value_.store(0.0, std::memory_order_relaxed); }  // when its series is removed
@@ -120,8 +129,8 @@ class FamilyBase {
 
  protected:
   virtual void render_series(std::string& out) const = 0;
-  // Throws std::invalid_argument unless `n` == label_names().size().
-  void check_label_count(std::size_t n) const;
+  // Whether `n` == label_names().size(); otherwise counts a misuse.
+  bool check_label_count(std::size_t n) const;
 
  private:
   Kind kind_;
@@ -165,9 +174,12 @@ class Family : public detail::FamilyBase {
   Family(std::string name, std::string help, std::vector<std::string> label_names,
          std::vector<double> buckets);
 
+  // The wrong number of label values counts a misuse and returns a series
+  // that is never exposed.
   Metric& with(std::initializer_list<std::string_view> label_values = {});
   Metric& with(std::span<const std::string> label_values);
-  // Hides one series; returns false if it was not visible.
+  // Hides one series; returns false if it was not visible (or the number of
+  // label values is wrong).
   bool remove(std::initializer_list<std::string_view> label_values);
   bool remove(std::span<const std::string> label_values);
   // Hides every series (for a family without labels: its single series).
@@ -196,6 +208,7 @@ class Family : public detail::FamilyBase {
 
   mutable std::shared_mutex mu_;
   std::map<std::vector<std::string>, std::unique_ptr<Series>, detail::LabelValuesLess> series_;
+  std::unique_ptr<Series> discarded_ = make_series();  // what misuse writes to
 };
 
 using CounterFamily = Family<Counter>;

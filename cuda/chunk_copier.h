@@ -38,7 +38,8 @@ class ChunkCopier {
   // poll (e.g. by posting to its io_context). Set before the first submit().
   virtual void set_wakeup(std::function<void()> wakeup) = 0;
   // Blocks until every submitted copy has finished: for teardown, not for control loops.
-  virtual void drain() = 0;
+  // Not ok when the device reported an error meanwhile: the copier must not be reused.
+  [[nodiscard]] virtual Status drain() = 0;
 };
 
 }  // namespace ringsync::cuda

@@ -28,7 +28,7 @@ class CopierLanes::Lane final : public ChunkCopier {
     finished_.clear();
   }
   void set_wakeup(std::function<void()>) override {}
-  void drain() override { owner_.engine_.drain(); }
+  Status drain() override { return owner_.engine_.drain(); }
 
   std::vector<Done> finished_;  // the engine finished these; this lane's poll() hands them over
 

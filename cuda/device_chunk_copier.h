@@ -26,9 +26,10 @@ class DeviceChunkCopier final : public ChunkCopier {
                 std::size_t bytes) override;
   void poll(std::vector<Done>& done) override;
   void set_wakeup(std::function<void()> wakeup) override { wakeup_ = std::move(wakeup); }
-  void drain() override {
-    (void)stream_.synchronize();
-    (void)notify_.synchronize();
+  Status drain() override {
+    Status copies = stream_.synchronize();
+    Status notices = notify_.synchronize();  // both waited for, whatever the first says
+    return copies.ok() ? notices : copies;
   }
 
  private:

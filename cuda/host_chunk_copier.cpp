@@ -37,9 +37,10 @@ void HostChunkCopier::set_wakeup(std::function<void()> wakeup) {
   wakeup_ = std::move(wakeup);
 }
 
-void HostChunkCopier::drain() {
+Status HostChunkCopier::drain() {
   std::unique_lock lock(mu_);
   idle_.wait(lock, [this] { return jobs_.empty() && !busy_; });
+  return Status::Ok();
 }
 
 void HostChunkCopier::run() {

@@ -23,7 +23,7 @@ class HostChunkCopier final : public ChunkCopier {
                 std::size_t bytes) override;
   void poll(std::vector<Done>& done) override;
   void set_wakeup(std::function<void()> wakeup) override;
-  void drain() override;
+  Status drain() override;
 
  private:
   struct Job {

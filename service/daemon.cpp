@@ -272,7 +272,19 @@ void Daemon::schedule_sweep() {
 void Daemon::run() {
   busy_.set_hooks({[this] { return poll_channels(); }, [this] { return channels_may_sleep(); },
                    [this] { channels_woke(); }});
-  busy_.run(io_);
+  // A handler that throws is a bug, but one bug must not end every job on the
+  // node: the loop logs it, counts it and goes on (Asio consumes the handler
+  // that threw, so run() resumes with the next).
+  for (;;) {
+    try {
+      busy_.run(io_);
+      return;
+    } catch (const std::exception& e) {
+      RS_LOG(error, "daemon") << "internal error (a bug: please report it with this line): " << e.what()
+                              << "; the daemon serves on";
+      metrics_.error("internal");
+    }
+  }
 }
 
 std::size_t Daemon::poll_channels() {

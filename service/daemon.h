@@ -126,6 +126,7 @@ class Daemon {
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer sweep_timer_;
+  std::uint64_t misuse_reported_ = 0;  // metrics::misuse_count() already logged
   boost::asio::steady_timer accept_retry_;
   boost::asio::steady_timer shutdown_deadline_;
   metrics::Registry registry_;

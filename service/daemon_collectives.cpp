@@ -173,6 +173,14 @@ Status Daemon::start_cluster() {
 
 void Daemon::sweep() {
   const Clock::time_point now = Clock::now();
+  // Metrics misused at run time are ignored (metrics.h); say so once per new batch.
+  if (const std::uint64_t misused = metrics::misuse_count(); misused > misuse_reported_) {
+    RS_LOG(error, "metrics") << (misused - misuse_reported_)
+                             << " metric update(s) ignored as invalid (a bug: please report it); the first: "
+                             << metrics::first_misuse();
+    for (std::uint64_t i = misuse_reported_; i < misused; ++i) metrics_.error("internal");
+    misuse_reported_ = misused;
+  }
   std::size_t stalled = 0;
   for (auto& [id, job] : jobs_) {
     for (auto& pending : job.take_expired(now, config_.collective_timeout)) {

@@ -212,7 +212,12 @@ class CopierPool {
     return cuda::DeviceChunkCopier::create(device);
   }
   void give_back(int device, std::unique_ptr<cuda::DeviceChunkCopier> copier) {
-    copier->drain();
+    Status drained = copier->drain();
+    if (!drained.ok()) {  // a stream in error state is not reused
+      RS_LOG(warn, "device") << "GPU " << device << ": a staging copier failed (" << drained.message()
+                             << "); it is dropped, the next collective gets a fresh one";
+      return;
+    }
     copier->set_wakeup(nullptr);
     std::lock_guard lock(mu_);
     idle_[device].push_back(std::move(copier));
@@ -236,7 +241,7 @@ class PooledCopier final : public cuda::ChunkCopier {
   }
   void poll(std::vector<Done>& done) override { copier_->poll(done); }
   void set_wakeup(std::function<void()> wakeup) override { copier_->set_wakeup(std::move(wakeup)); }
-  void drain() override { copier_->drain(); }
+  Status drain() override { return copier_->drain(); }
 
  private:
   std::shared_ptr<CopierPool> pool_;

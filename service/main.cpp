@@ -12,7 +12,25 @@
 #include "service/daemon.h"
 #include "service/daemon_config.h"
 
+namespace {
+
+int run_daemon(int argc, char** argv);
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // Whatever escapes is a bug; it still ends with a message, not an abort.
+  try {
+    return run_daemon(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "ringsyncd: internal error (a bug: please report it): " << e.what() << "\n";
+    return 70;  // EX_SOFTWARE
+  }
+}
+
+namespace {
+
+int run_daemon(int argc, char** argv) {
   using namespace ringsync;
   auto env = service::daemon_environment();
   auto parsed = config::Config::parse(service::daemon_tunables(), argc, argv, env);
@@ -77,3 +95,5 @@ int main(int argc, char** argv) {
   RS_LOG(info, "daemon") << "stopped";
   return 0;
 }
+
+}  // namespace

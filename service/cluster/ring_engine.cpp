@@ -29,6 +29,10 @@ RingEngine::RingEngine(std::unique_ptr<transport::Transport> transport, Deliver 
       rank_(transport_->rank()),
       idle_poll_(idle_poll) {
   wake_fd_->fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_->fd < 0)  // out of descriptors: wake() cannot reach the thread, so it polls
+    RS_LOG(error, "ring") << "cannot create the data-plane thread's wake-up eventfd (" << std::strerror(errno)
+                          << "); it checks for work every " << kNoFdSleepMs
+                          << " ms instead. Raise the open-file limit (ulimit -n)";
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -157,12 +161,14 @@ void RingEngine::loop() {
     const int fd = cancelled_transport_ ? -1 : transport_->event_fd();
     if (fd >= 0 && !transport_->arm()) continue;  // work arrived while arming
     pollfd fds[2] = {{wake_fd_->fd, POLLIN, 0}, {fd, POLLIN, 0}};
-    const int timeout = fd >= 0 || items_.empty() ? -1 : kNoFdSleepMs;
+    // Without a wake-up fd, commands are seen only by polling: never block.
+    const bool wakeable = wake_fd_->fd >= 0;
+    const int timeout = wakeable && (fd >= 0 || items_.empty()) ? -1 : kNoFdSleepMs;
     const int n = ::poll(fds, fd >= 0 ? 2 : 1, timeout);
     if (n < 0 && errno != EINTR) {
       RS_LOG(error, "ring") << "poll failed: " << std::strerror(errno);
     }
-    if (fds[0].revents & POLLIN) {
+    if (wakeable && (fds[0].revents & POLLIN)) {
       std::uint64_t count = 0;
       [[maybe_unused]] ssize_t r = ::read(wake_fd_->fd, &count, sizeof(count));
     }

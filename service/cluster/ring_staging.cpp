@@ -1,5 +1,7 @@
 #include "service/cluster/ring_staging.h"
 
+#include "common/log.h"
+
 #include <algorithm>
 
 namespace ringsync::service::cluster {
@@ -50,7 +52,9 @@ RingStaging::RingStaging(cuda::ChunkCopier& engine, StagedBuffers buffers, std::
 }
 
 RingStaging::~RingStaging() {
-  if (!idle()) lanes_.engine().drain();
+  if (idle()) return;
+  Status drained = lanes_.engine().drain();
+  if (!drained.ok()) RS_LOG(warn, "ring") << "GPU staging copies failed while the ring stopped: " << drained.message();
 }
 
 template <typename Fn>

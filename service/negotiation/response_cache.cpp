@@ -50,9 +50,8 @@ void ResponseCache::record(const peer_wire::ReadyTensor& tensor) {
   by_name_[tensor.name] = bit;
 }
 
-const peer_wire::ReadyTensor& ResponseCache::at(std::uint32_t bit) const {
-  if (!occupied(bit)) throw std::out_of_range("response cache bit " + std::to_string(bit) + " is empty");
-  return *slots_[bit].tensor;
+const peer_wire::ReadyTensor* ResponseCache::find(std::uint32_t bit) const {
+  return occupied(bit) ? &*slots_[bit].tensor : nullptr;
 }
 
 bool ResponseCache::occupied(std::uint32_t bit) const {

@@ -28,8 +28,8 @@ class ResponseCache {
   std::optional<std::uint32_t> lookup(const peer_wire::ReadyTensor& tensor) const;
   // Records a tensor that just ran (call in plan order, on every node).
   void record(const peer_wire::ReadyTensor& tensor);
-  // The description cached at `bit` (must be occupied).
-  const peer_wire::ReadyTensor& at(std::uint32_t bit) const;
+  // The tensor cached at `bit`; null when the bit is empty or out of range.
+  const peer_wire::ReadyTensor* find(std::uint32_t bit) const;
   bool occupied(std::uint32_t bit) const;
 
   std::size_t capacity() const { return slots_.size(); }

@@ -38,8 +38,9 @@ class ManualCopier final : public ChunkCopier {
     finished.clear();
   }
   void set_wakeup(std::function<void()>) override {}
-  void drain() override {
+  ringsync::Status drain() override {
     while (!pending.empty()) complete_next();
+    return ringsync::Status::Ok();
   }
 
   // Performs the oldest pending copy; false when none is pending.

@@ -220,7 +220,7 @@ TEST_CASE("in: a slot is offered again only after its copy to the device finishe
 
   for (int step = 0; step < 100 && pipeline.progress() == State::kRunning; ++step) {
     for (std::size_t index : offered) (void)pipeline.release(index);
-    copier.drain();
+    CHECK(copier.drain().ok());
   }
   REQUIRE(pipeline.progress() == State::kDone);
   for (std::size_t i = 0; i < device.size(); ++i) CHECK(device[i] == std::byte(i / 8 + 1));
@@ -238,7 +238,7 @@ TEST_CASE("a copier that refuses a copy fails the transfer with a message naming
   // Chunks 0 and 1 were started before chunk 2 failed: the transfer waits for them.
   CHECK(pipeline.progress() == State::kRunning);
   CHECK(copier.pending.size() == 2);
-  copier.drain();
+  CHECK(copier.drain().ok());
   CHECK(pipeline.progress() == State::kFailed);
   CHECK(offered == 0);  // nothing is handed out after a failure
   CHECK(pipeline.status().code() == StatusCode::kInternal);
@@ -263,7 +263,7 @@ TEST_CASE("a copy that fails on completion fails the transfer once the others fi
     copier.complete_next();  // chunk 0: fine
     copier.complete_next();  // chunk 1: fails
     CHECK(pipeline.progress() == State::kRunning);  // chunk 2 is still being copied
-    copier.drain();
+    CHECK(copier.drain().ok());
     CHECK(pipeline.progress() == State::kFailed);
     CHECK(pipeline.status().message().find("staging chunk 1 of 5") != std::string::npos);
     CHECK(pipeline.status().message().find("injected copy failure") != std::string::npos);
@@ -285,7 +285,7 @@ TEST_CASE("abort stops new work and reports once the running copies finished") {
   CHECK(offered == 1);
   pipeline.abort(Status::PeerLost("the next node left"));
   CHECK(pipeline.progress() == State::kRunning);  // chunk 1 is still being copied
-  copier.drain();
+  CHECK(copier.drain().ok());
   CHECK(pipeline.progress() == State::kFailed);
   CHECK(offered == 1);
   CHECK(pipeline.status().code() == StatusCode::kPeerLost);

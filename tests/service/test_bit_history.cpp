@@ -50,7 +50,7 @@ TEST_CASE("bit history follows a thrashing cache: every node's bits resolve to w
     history.record(*coordinator.lookup(t), cycle, t);
     std::map<std::uint32_t, std::string> view;
     for (std::uint32_t bit = 0; bit < 2; ++bit)
-      if (coordinator.occupied(bit)) view[bit] = coordinator.at(bit).name;
+      if (const auto* tensor = coordinator.find(bit)) view[bit] = tensor->name;
     node_views.push_back({cycle, view});
   }
   // Nodes up to 3 plans behind the coordinator (cycle 12).

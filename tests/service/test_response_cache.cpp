@@ -18,7 +18,9 @@ TEST_CASE("a tensor that ran is found again under its bit, until its description
   cache.record(tensor("a"));
   auto bit = cache.lookup(tensor("a"));
   REQUIRE(bit.has_value());
-  CHECK(cache.at(*bit).name == "a");
+  REQUIRE(cache.find(*bit) != nullptr);
+  CHECK(cache.find(*bit)->name == "a");
+  CHECK(cache.find(*bit + 1000) == nullptr);  // out of range: no tensor, no exception
   CHECK_FALSE(cache.lookup(tensor("a", 9)).has_value());  // another count: negotiate again
   cache.record(tensor("a", 9));
   CHECK(cache.lookup(tensor("a", 9)) == bit);             // same bit, new description
