@@ -1,8 +1,11 @@
 #include "cli/trainer_ranks.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,6 +84,21 @@ void allow_open_files(std::size_t needed) {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
+// A TCP port free on 127.0.0.1 now (bind port 0, read what the kernel picked), for
+// torch.distributed's env:// rendezvous: rank 0's store listens there. "" if none.
+std::string free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(fd);
+  return ok ? std::to_string(ntohs(addr.sin_port)) : "";
+}
+
 int millis_until(Clock::time_point t) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
   return static_cast<int>(std::clamp<long long>(left, 0, 250));
@@ -117,6 +135,9 @@ int run_trainer_ranks(const RanksSpec& spec, NodeDaemons* daemons, StopSignals& 
     for (auto& r : ranks) r.child.signal_group(SIGTERM);
   };
 
+  // Every rank runs on this machine, so torch.distributed's rendezvous (env://, for
+  // init_process_group("ringsync") or "gloo") meets on 127.0.0.1.
+  const std::string torch_port = free_loopback_port();
   for (int rank = 0; rank < size && !stopping; ++rank) {
     const int node = rank / spec.slots, local = rank % spec.slots;
     SpawnOptions options;
@@ -127,7 +148,14 @@ int run_trainer_ranks(const RanksSpec& spec, NodeDaemons* daemons, StopSignals& 
                          {"RINGSYNC_LOCAL_RANK", std::to_string(local)},
                          {"RINGSYNC_LOCAL_SIZE", std::to_string(spec.slots)},
                          {"RINGSYNC_NODE_RANK", std::to_string(node)},
-                         {"RINGSYNC_NUM_NODES", std::to_string(spec.nodes)}};
+                         {"RINGSYNC_NUM_NODES", std::to_string(spec.nodes)},
+                         // torch.distributed's names for the same (as torchrun sets them).
+                         {"RANK", std::to_string(rank)},
+                         {"WORLD_SIZE", std::to_string(size)},
+                         {"LOCAL_RANK", std::to_string(local)},
+                         {"LOCAL_WORLD_SIZE", std::to_string(spec.slots)},
+                         {"MASTER_ADDR", "127.0.0.1"}};
+    if (!torch_port.empty()) options.extra_env["MASTER_PORT"] = torch_port;
     if (!spec.control_addresses.empty()) {
       std::string nodes;
       for (const auto& a : spec.control_addresses) nodes += (nodes.empty() ? "" : ",") + a;

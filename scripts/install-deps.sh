@@ -14,6 +14,7 @@ packages=(
   etcd-server etcd-client  # a real etcd (and etcdctl) for the rendezvous tests
   iproute2 procps    # ip netns for multi-host tests; ps/pkill in scripts
   python3 python3-numpy python3-torch  # the Python package's tests (PyTorch CPU)
+  libtorch-dev pybind11-dev python3-dev  # the torch.distributed backend (client/torch)
 )
 
 exec "$(dirname "$0")/apt-install.sh" install-deps "${packages[@]}"

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "client/src/collective_call.h"
 #include "ringsync/ringsync.h"
@@ -116,5 +117,21 @@ TEST_CASE("element counts that overflow size_t are refused") {
   auto c = call(CollectiveKind::kAllreduce, std::numeric_limits<std::size_t>::max() / 2);
   CHECK(contains(error_of(c), "overflow the address space"));
   auto g = call(CollectiveKind::kAllgather, std::numeric_limits<std::size_t>::max() / 8);
-  CHECK(contains(error_of(g), "elements from each of 4 ranks overflow the address space"));
+  CHECK(contains(error_of(g), "elements for each of 4 ranks overflow the address space"));
+  for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAlltoall}) {
+    auto r = call(kind, std::numeric_limits<std::size_t>::max() / 8);
+    CHECK(contains(error_of(r), "elements for each of 4 ranks overflow the address space"));
+  }
+}
+
+TEST_CASE("alltoall refuses overlapping buffers: it has no in-place form") {
+  std::vector<float> data(16);
+  auto a = call(CollectiveKind::kAlltoall, 2);
+  a.send = data.data();
+  a.recv = data.data();
+  CHECK(contains(error_of(a), "alltoall cannot run in place"));
+  a.recv = data.data() + 4;  // overlaps the 8 elements sent
+  CHECK(contains(error_of(a), "overlap"));
+  a.recv = data.data() + 8;
+  CHECK(validate(a, 0, 4).ok());
 }

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -101,6 +102,24 @@ TEST_CASE("launch starts nodes x slots ranks, tells each its place, and prefixes
     const std::string line = "[rank " + std::to_string(r) + "] to stderr from " + std::to_string(r) + "\n";
     CHECK_MESSAGE(o.err.find(line) != std::string::npos, line, "\n", o.err);
   }
+  // torch.distributed's names for the same places (as torchrun sets them), and
+  // one env:// rendezvous address for the whole job.
+  const auto torch = launch({"--nodes", "2", "--slots", "2", "--", "sh", "-c",
+                             "echo \"t=$RANK/$WORLD_SIZE l=$LOCAL_RANK/$LOCAL_WORLD_SIZE m=$MASTER_ADDR:$MASTER_PORT\""});
+  CHECK_MESSAGE(torch.status == 0, torch.err);
+  std::set<std::string> masters;
+  for (int r = 0; r < 4; ++r) {
+    const std::string head = "[rank " + std::to_string(r) + "] t=" + std::to_string(r) + "/4 l=" +
+                             std::to_string(r % 2) + "/2 m=127.0.0.1:";
+    const auto at = torch.out.find(head);
+    REQUIRE_MESSAGE(at != std::string::npos, head, "\n", torch.out);
+    const auto end = torch.out.find('\n', at);
+    const std::string port = torch.out.substr(at + head.size(), end - at - head.size());
+    CHECK(!port.empty());
+    CHECK(port.find_first_not_of("0123456789") == std::string::npos);
+    masters.insert(port);
+  }
+  CHECK(masters.size() == 1);
   // The summary says where each node's /metrics are.
   CHECK(o.err.find("2 node(s) x 2 slot(s) = 4 rank(s) of job 'envtest'") != std::string::npos);
   CHECK(o.err.find("node 0 http://127.0.0.1:") != std::string::npos);

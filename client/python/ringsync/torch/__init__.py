@@ -6,6 +6,13 @@
     rst.broadcast_parameters(model.state_dict(), root_rank=0)
     rst.broadcast_optimizer_state(optimizer, root_rank=0)
 
+or torch.distributed's own API on the "ringsync" backend, which importing this package
+registers (ringsync.torch.distributed):
+
+    import ringsync.torch
+    torch.distributed.init_process_group("ringsync")
+    model = torch.nn.parallel.DistributedDataParallel(model)
+
 CPU and CUDA tensors (each call's tensors on one device); every collective goes through the
 core package ``ringsync``.
 """
@@ -20,7 +27,9 @@ from ringsync import (Average, Max, Min, Product, RingsyncError, Sum, barrier, i
                       is_initialized, local_rank, local_size, node_rank, num_nodes, rank,
                       shutdown, size)
 
+from . import distributed
 from .compression import Compression
+from .distributed import register
 from .events import Event, EventLog
 from .functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from .handle import Handle, poll, synchronize
@@ -37,5 +46,7 @@ __all__ = [
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "allgather", "allgather_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
-    "synchronize", "poll",
+    "synchronize", "poll", "register",
 ]
+
+register()  # torch.distributed's "ringsync" backend
