@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/metrics.h"
+#include "common/repeat_limiter.h"
 #include "common/status.h"
 #include "common/wire.h"
 #include "service/cluster/control_listener.h"
@@ -50,6 +51,8 @@ class Daemon {
 
   const DaemonConfig& config() const { return config_; }
   DaemonMetrics& metrics() { return metrics_; }
+  // Warnings about misbehaving clients, at most one per client process a minute.
+  RepeatLimiter& client_warnings() { return client_warnings_; }
   std::string metrics_endpoint() const;
   // Why /readyz answers 503 ("" when ready): starting, shutting down, or the
   // pre-configured job's ring not formed.
@@ -127,6 +130,7 @@ class Daemon {
   boost::asio::signal_set signals_;
   boost::asio::steady_timer sweep_timer_;
   std::uint64_t misuse_reported_ = 0;  // metrics::misuse_count() already logged
+  RepeatLimiter client_warnings_;
   boost::asio::steady_timer accept_retry_;
   boost::asio::steady_timer shutdown_deadline_;
   metrics::Registry registry_;

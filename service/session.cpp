@@ -125,7 +125,7 @@ void ClientSession::ring_doorbell() {
 
 void ClientSession::channel_corrupt(const Status& why) {
   // Nothing more can be said through a channel the trainer scribbled over.
-  RS_LOG(warn, "session") << "client " << id_ << ": " << why.to_string() << "; closing the connection";
+  warn_limited(why.to_string() + "; closing the connection");
   daemon_.metrics().error("protocol");
   close();
 }
@@ -210,9 +210,16 @@ void ClientSession::close() {
   hello_wait_.cancel();
 }
 
+void ClientSession::warn_limited(const std::string& what) {
+  // A client that reconnects and errs in a loop gets one line a minute.
+  const std::string source = peer_pid_ > 0 ? "pid " + std::to_string(peer_pid_) : "an unknown process";
+  const auto verdict = daemon_.client_warnings().admit(source);
+  if (verdict.log)
+    RS_LOG(warn, "session") << "client " << id_ << ": " << what << RepeatLimiter::left_out_text(verdict, source);
+}
+
 void ClientSession::protocol_error(const Status& status) {
-  RS_LOG(warn, "session") << "client " << id_ << ": " << status.to_string()
-                               << "; closing the connection";
+  warn_limited(status.to_string() + "; closing the connection");
   daemon_.metrics().error("protocol");
   // Request id 0 marks an error about the connection itself.
   send(wire::Completion{0, status});

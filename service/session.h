@@ -120,6 +120,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void ring_doorbell_soon();  // after the handlers already queued
   void channel_corrupt(const Status& why);
   void protocol_error(const Status& status);
+  // Logs a warning about this client, rate-limited per process (Daemon::client_warnings).
+  void warn_limited(const std::string& what);
   void arm_flush_deadline();
 
   Daemon& daemon_;

@@ -119,7 +119,7 @@ asio::awaitable<void> ControlListener::accept_loop(std::weak_ptr<int> alive) {
     std::weak_ptr<PeerLink> weak = link;
     auto greeted = std::make_shared<bool>(false);
     link->start(
-        [this, weak, alive, greeted](peer_wire::Message m) {
+        [this, weak, alive, greeted, peer](peer_wire::Message m) {
           auto self = weak.lock();
           if (!self || alive.expired() || *greeted) return;
           *greeted = true;
@@ -127,7 +127,11 @@ asio::awaitable<void> ControlListener::accept_loop(std::weak_ptr<int> alive) {
           // handlers, which destroys this one: no capture is used after.
           auto* hello = std::get_if<peer_wire::PeerHello>(&m);
           if (!hello) {
-            RS_LOG(warn, "ring") << self->peer_name() << " sent something other than a hello; closed";
+            // A scanner or a stray client may do this in a loop: one line per source a minute.
+            const auto verdict = junk_log_.admit(peer);
+            if (verdict.log)
+              RS_LOG(warn, "ring") << self->peer_name() << " sent something other than a hello; closed"
+                                   << RepeatLimiter::left_out_text(verdict, peer);
             self->close(Status::ProtocolError("expected a hello"));
             return;
           }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/peer_wire.h"
+#include "common/repeat_limiter.h"
 #include "common/status.h"
 #include "service/cluster/peer_link.h"
 
@@ -73,6 +74,7 @@ class ControlListener {
   Options options_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::string address_;
+  RepeatLimiter junk_log_;  // connections that open with something other than a hello
   std::uint16_t port_ = 0;
   bool closed_ = false;
   struct Route {

@@ -7,7 +7,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <mutex>
+
 #include "common/log.h"
+#include "common/repeat_limiter.h"
 
 namespace ringsync::service::cluster {
 
@@ -17,6 +20,20 @@ using asio::use_awaitable;
 namespace {
 // Control frames are small; a plan of many fused tensors is the largest.
 constexpr std::size_t kMaxPeerFrameBytes = wire::kMaxFrameBytes;
+
+// A port scanner or a stray client sends junk on every connection it opens:
+// one line per source a minute (every link of the process shares the count).
+void warn_bad_frame(const std::string& peer, const std::string& why) {
+  static std::mutex mu;
+  static RepeatLimiter limiter;
+  RepeatLimiter::Verdict verdict;
+  {
+    std::lock_guard lock(mu);
+    verdict = limiter.admit(peer);
+  }
+  if (verdict.log) RS_LOG(warn, "ring") << "from " << peer << ": " << why << RepeatLimiter::left_out_text(verdict, peer);
+}
+
 }  // namespace
 
 PeerLink::PeerLink(Socket socket, std::string peer_name)
@@ -96,7 +113,7 @@ asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*
     }
     auto length = wire::frame_length(header, kMaxPeerFrameBytes);
     if (!length.ok()) {
-      RS_LOG(warn, "ring") << "from " << peer_name_ << ": " << length.status().message();
+      warn_bad_frame(peer_name_, length.status().message());
       close(Status::ProtocolError("bad frame from " + peer_name_ + ": " + length.status().message()));
       break;
     }
@@ -110,7 +127,7 @@ asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*
     bytes_received_ += header.size() + body.size();
     auto message = peer_wire::decode(body);
     if (!message.ok()) {
-      RS_LOG(warn, "ring") << "from " << peer_name_ << ": " << message.status().message();
+      warn_bad_frame(peer_name_, message.status().message());
       close(Status::ProtocolError("bad frame from " + peer_name_ + ": " +
                                   message.status().message()));
       break;

@@ -538,6 +538,23 @@ TEST_CASE("cluster: junk on the control port is rejected and the daemons serve o
     CHECK_MESSAGE(!line.empty(), "node 0 logged no rejection:\n", cluster.logs());
     MESSAGE("rejection: ", line);
   }
+  SUBCASE("a flood of junk from one source is logged once, not once per connection") {
+    const std::size_t from = cluster.log(0).size();
+    for (int i = 0; i < 30; ++i) {
+      RawPeer peer(port);
+      REQUIRE(peer.connected());
+      peer.send({0xf0, 0xff, 0xff, 0xff, 1, 2, 3, 4});
+      CHECK(peer.closed_by_peer());
+    }
+    const std::string line = new_warning(cluster, 0, from, 10s);
+    CHECK_MESSAGE(!line.empty(), "node 0 logged no rejection:\n", cluster.logs());
+    const std::string log = cluster.log(0).substr(from);
+    std::size_t lines = 0;
+    for (std::size_t at = log.find("from peer at 127.0.0.1"); at != std::string::npos;
+         at = log.find("from peer at 127.0.0.1", at + 1))
+      ++lines;
+    CHECK_MESSAGE(lines == 1, lines, " lines about one source:\n", log);
+  }
   SUBCASE("an oversized length prefix") {
     const std::size_t from = cluster.log(0).size();
     RawPeer peer(port);
