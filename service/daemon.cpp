@@ -182,7 +182,8 @@ Status Daemon::listen() {
     if (fs_ec)
       return Status::InvalidArgument("cannot create the socket directory " + dir.string() + ": " +
                                      fs_ec.message());
-    ::chmod(dir.c_str(), 0700);
+    // Others allowed in (--allow-uid/--allow-gid) must be able to reach the socket.
+    ::chmod(dir.c_str(), config_.access.shared() ? 0711 : 0700);
   }
   const auto existing = std::filesystem::symlink_status(path, fs_ec);
   if (std::filesystem::exists(existing)) {
@@ -203,6 +204,13 @@ Status Daemon::listen() {
   if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
     return Status::InvalidArgument("cannot listen on " + path + ": " + ec.message());
+  // Who may connect is checked per connection (SO_PEERCRED); the mode only
+  // keeps out early those who could never pass.
+  if (const auto group = config_.access.socket_group(); group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0)
+    return Status::InvalidArgument("cannot give " + path + " the group " + std::to_string(*group) + " of --allow-gid: " +
+                                   std::strerror(errno));
+  if (config_.access.socket_mode() != 0600 && ::chmod(path.c_str(), config_.access.socket_mode()) != 0)
+    return Status::InvalidArgument("cannot open " + path + " to --allow-uid/--allow-gid: " + std::strerror(errno));
   owns_socket_file_ = true;
   return Status::Ok();
 }

@@ -145,6 +145,12 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "XDG_RUNTIME_DIR is set, else /run/ringsync/ringsyncd.sock as root, else "
        "/tmp/ringsync-<uid>/ringsyncd.sock. Started by srun (a step of a Slurm job): "
        "ringsyncd-slurm-<SLURM_JOB_ID>.sock in that folder, where the job's trainers look first."},
+      {"allow-uid", Kind::kString, "", "",
+       "Users besides the daemon's own whose trainers may connect (a sidecar running as another user): "
+       "comma-separated names or uids. Checked on every connection (SO_PEERCRED); the socket becomes mode 0666."},
+      {"allow-gid", Kind::kString, "", "",
+       "Groups whose members' trainers may connect: comma-separated names or gids. With one group and no "
+       "--allow-uid the socket gets that group and mode 0660."},
       {"metrics-address", Kind::kAddress, "127.0.0.1:9400", "",
        "Where the Prometheus /metrics endpoint listens; \"off\" turns it off."},
       {"collective-timeout", Kind::kDuration, "300s", "seconds",
@@ -279,6 +285,9 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   const auto& env = cfg.environment();
   const bool slurm_step = env.contains("SLURM_JOB_ID") && env.contains("SLURM_STEP_ID") &&
                           cfg.get_string("hostfile").empty() && cfg.get_string("hosts").empty();
+  auto access = AccessPolicy::parse(::getuid(), cfg.get_string("allow-uid"), cfg.get_string("allow-gid"));
+  if (!access.ok()) return access.status();
+  d.access = std::move(access).value();
   d.socket_path = cfg.get_string("socket");
   if (d.socket_path.empty() && slurm_step) d.socket_path = slurm_socket_path(env, ::getuid());
   if (d.socket_path.empty()) d.socket_path = default_socket_path(env, ::getuid());

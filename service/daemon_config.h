@@ -16,6 +16,7 @@
 #include "common/hostfile.h"
 #include "common/socket_path.h"
 #include "common/status.h"
+#include "service/client_access.h"
 
 namespace ringsync::service {
 
@@ -78,6 +79,8 @@ struct DaemonConfig {
   // is set, else /run/ringsync/ringsyncd.sock as root, else
   // /tmp/ringsync-<uid>/ringsyncd.sock (see default_socket_path()).
   std::string socket_path;
+  // --allow-uid / --allow-gid: who besides the daemon's uid may use the socket.
+  AccessPolicy access;
   // --metrics-address, default 127.0.0.1:9400. "" when the metrics server is off
   // ("off" or an empty value); otherwise HOST:PORT with IPv6 hosts in brackets.
   std::string metrics_address;

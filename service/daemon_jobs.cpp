@@ -55,7 +55,21 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
                                           " is out of range [1, " + std::to_string(config_.max_job_ranks) +
                                           "] (this ringsyncd's --max-job-ranks)"));
   if (hello.job_id.size() > 256) return refuse(Status::InvalidArgument("job id is longer than 256 bytes"));
+  const Credentials& who = session->credentials();
+  if (Status allowed = config_.access.admit(who); !allowed.ok()) {
+    metrics_.error("auth");
+    return refuse(allowed);
+  }
   const bool new_job = jobs_.find(hello.job_id) == jobs_.end();
+  // A job belongs to the user whose trainer made it: another user's trainers
+  // cannot attach to it (nor read its buffers or kept state through it).
+  if (!new_job && jobs_.at(hello.job_id).owner_uid != who.uid) {
+    metrics_.error("auth");
+    return refuse(Status::InvalidArgument("job '" + hello.job_id + "' on this ringsyncd belongs to uid " +
+                                          std::to_string(jobs_.at(hello.job_id).owner_uid) + ", not to uid " +
+                                          std::to_string(who.uid) +
+                                          "; give this job an id of its own (RINGSYNC_JOB_ID)"));
+  }
   if (new_job && jobs_.size() >= config_.max_jobs)
     return refuse(Status::InvalidArgument("this ringsyncd serves " + std::to_string(jobs_.size()) +
                                           " jobs already, its limit (--max-jobs " +
@@ -97,6 +111,7 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
   }
 
   auto [it, created] = jobs_.try_emplace(hello.job_id, hello.job_id, hello.local_size);
+  if (created) it->second.owner_uid = who.uid;
   forget_metrics_at_.erase(hello.job_id);
   kept_.job_back(hello.job_id);
   Status joined = it->second.join(hello.local_rank, hello.local_size, hello.pid);

@@ -24,6 +24,8 @@ class Job {
   Job(std::string id, std::uint32_t local_size);
 
   const std::string& id() const { return id_; }
+  // The uid of the trainer that made the job: only its processes may join it.
+  std::uint32_t owner_uid = 0;
   std::uint32_t local_size() const { return static_cast<std::uint32_t>(slots_.size()); }
   std::size_t connected() const { return connected_; }
   const std::optional<std::string>& broken() const { return broken_; }

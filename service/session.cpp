@@ -27,10 +27,8 @@ ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
       handshake_deadline_(socket_.get_executor()),
       flush_deadline_(socket_.get_executor()),
       hello_wait_(socket_.get_executor()) {
-  ucred credentials{};
-  socklen_t length = sizeof(credentials);
-  if (::getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0)
-    peer_pid_ = credentials.pid;
+  credentials_ = peer_credentials(socket_.native_handle());
+  peer_pid_ = credentials_.pid;
   liveness.heard = std::chrono::steady_clock::now();
 }
 

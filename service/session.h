@@ -26,6 +26,7 @@
 #include "common/shm.h"
 #include "common/shm_channel.h"
 #include "common/status.h"
+#include "service/client_access.h"
 #include "common/wire.h"
 #include "service/buffer_table.h"
 #include "service/device_table.h"
@@ -92,6 +93,8 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // The trainer's pid as the kernel says (SO_PEERCRED); 0 when it is not
   // visible from the daemon's pid namespace.
   std::int32_t peer_pid() const { return peer_pid_; }
+  // Who connected, as the kernel says (SO_PEERCRED).
+  const Credentials& credentials() const { return credentials_; }
   BufferTable buffers;
   DeviceTable devices;  // GPU allocations (DeviceService)
 
@@ -128,6 +131,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   Socket socket_;
   std::uint64_t id_;
   std::int32_t peer_pid_ = 0;
+  Credentials credentials_;
   std::deque<Outgoing> queue_;
   boost::asio::steady_timer wake_writer_;
   boost::asio::steady_timer handshake_deadline_;

@@ -65,7 +65,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
     if (t.kind == ringsync::config::Kind::kBytes) CHECK(t.unit == "bytes");
     if (t.kind == ringsync::config::Kind::kDuration) CHECK(t.unit == "seconds");
   }
-  CHECK(names == std::set<std::string>{"socket", "metrics-address", "collective-timeout", "stall-warning",
+  CHECK(names == std::set<std::string>{"socket", "allow-uid", "allow-gid", "metrics-address", "collective-timeout", "stall-warning",
                                        "max-frame-bytes", "max-client-buffer-bytes", "reduce-threads",
                                        "reduce-chunk-bytes", "ready-file", "log-level", "log-subsys",
                                        "handshake-timeout", "busy-poll", "control-cpus", "client-channel", "hostfile", "hosts", "node-rank",
