@@ -19,6 +19,17 @@ std::vector<std::uint8_t> bytes(const flatbuffers::Vector<std::uint8_t>* v) {
   return v ? std::vector<std::uint8_t>(v->begin(), v->end()) : std::vector<std::uint8_t>();
 }
 
+// A [ulong] field's elements, copied without reading through a misaligned
+// pointer: the verifier checks a vector's length prefix for 4-byte alignment
+// only, so a crafted frame can place 8-byte elements off their alignment
+// (found by fuzz/peer_frame.cpp). FlatBuffers are little-endian, as is every
+// host ringsync runs on.
+std::vector<std::uint64_t> u64s(const flatbuffers::Vector<std::uint64_t>& v) {
+  std::vector<std::uint64_t> out(v.size());
+  if (!out.empty()) std::memcpy(out.data(), v.Data(), out.size() * sizeof(std::uint64_t));
+  return out;
+}
+
 Status check_collective(std::uint8_t kind, std::uint8_t dtype, std::uint8_t op,
                         const std::string& what) {
   if (kind > static_cast<std::uint8_t>(wire::kLastCollectiveKind))
@@ -136,7 +147,7 @@ Result<Message> decode_ready_list(const fb::ReadyList& m) {
       out.tensors.push_back(std::move(tensor).value());
     }
   }
-  if (m.cached()) out.cached.assign(m.cached()->begin(), m.cached()->end());
+  if (m.cached()) out.cached = u64s(*m.cached());
   if (m.data()) {
     for (const auto* d : *m.data()) {
       if (!d || !d->name() || d->name()->size() == 0)
@@ -173,7 +184,7 @@ Result<Message> decode_plan(const fb::Plan& m) {
         if (!n || n->size() == 0) return Status::ProtocolError(what + " names an empty tensor");
         op.names.push_back(n->str());
       }
-      op.counts.assign(o->counts()->begin(), o->counts()->end());
+      op.counts = u64s(*o->counts());
       if (o->result()) {
         if (op.kind != wire::CollectiveKind::kAllreduce)
           return Status::ProtocolError(what + " carries a result but is not an allreduce");

@@ -2,6 +2,7 @@
 // runs is picked once; every variant stays callable for tests and benchmarks.
 #include "common/reduce.h"
 
+#include <cpuid.h>
 #include <unistd.h>
 
 #include <array>
@@ -74,6 +75,12 @@ struct KernelTable {
   std::size_t size = 0;
 };
 
+// CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports knows no "f16c").
+bool has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+
 const KernelTable& kernel_table() {
   static const KernelTable table = [] {
     KernelTable t;
@@ -82,7 +89,7 @@ const KernelTable& kernel_table() {
         __builtin_cpu_supports("avx512dq")) {
       t.sets[t.size++] = {"avx512f", &detail::reduce_avx512, &detail::divide_avx512};
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+    if (__builtin_cpu_supports("avx2") && has_f16c()) {
       t.sets[t.size++] = {"avx2", &detail::reduce_avx2, &detail::divide_avx2};
     }
     t.sets[t.size++] = {"default", &detail::reduce_default, &detail::divide_default};

@@ -15,6 +15,7 @@ packages=(
   iproute2 procps    # ip netns for multi-host tests; ps/pkill in scripts
   python3 python3-numpy python3-torch  # the Python package's tests (PyTorch CPU)
   libtorch-dev pybind11-dev python3-dev  # the torch.distributed backend (client/torch)
+  clang-14 libclang-rt-14-dev  # libFuzzer for the fuzzers (fuzz/, scripts/fuzz.sh)
 )
 
 exec "$(dirname "$0")/apt-install.sh" install-deps "${packages[@]}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite: the Release
 # build, then the unit and integration tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Exits non-zero when any test fails.
+# UndefinedBehaviorSanitizer, then a short run of every fuzzer (fuzz/). Exits
+# non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -23,3 +24,6 @@ scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGSYNC_SANITIZ
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest -j "$jobs" --output-on-failure --timeout 900)
+
+echo "== Fuzzers (libFuzzer, clang 14): every decoder of outside bytes, 30 s each"
+scripts/fuzz.sh build-fuzz
