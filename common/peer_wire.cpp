@@ -46,13 +46,21 @@ struct Encoder {
 
   std::pair<fb::PeerBody, Offset> operator()(const PeerHello& m) {
     auto job = b.CreateString(m.job_id);
-    auto token = b.CreateString(m.token);
     auto address = b.CreateVector(m.ucx_address);
+    auto nonce = m.nonce.empty() ? 0 : b.CreateVector(m.nonce);
     return {fb::PeerBody::PeerHello,
-            fb::CreatePeerHello(b, m.protocol_version, job, m.node_rank, m.num_nodes, m.slots,
-                                token, address, m.epoch, m.ring_chunk_bytes, m.response_cache,
-                                m.inline_bytes, m.halving_doubling_bytes)
+            fb::CreatePeerHello(b, m.protocol_version, job, m.node_rank, m.num_nodes, m.slots, address, m.epoch,
+                                m.ring_chunk_bytes, m.response_cache, m.inline_bytes, m.halving_doubling_bytes,
+                                nonce)
                 .Union()};
+  }
+  std::pair<fb::PeerBody, Offset> operator()(const AuthChallenge& m) {
+    auto nonce = b.CreateVector(m.nonce);
+    auto proof = b.CreateVector(m.proof);
+    return {fb::PeerBody::AuthChallenge, fb::CreateAuthChallenge(b, nonce, proof).Union()};
+  }
+  std::pair<fb::PeerBody, Offset> operator()(const AuthProof& m) {
+    return {fb::PeerBody::AuthProof, fb::CreateAuthProof(b, b.CreateVector(m.proof)).Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const PeerHelloReply& m) {
     auto message = b.CreateString(m.message);
@@ -225,7 +233,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       if (!m->job_id() || m->job_id()->size() == 0)
         return Status::ProtocolError("peer hello without a job id");
       return Message(PeerHello{m->protocol_version(), m->job_id()->str(), m->node_rank(),
-                               m->num_nodes(), m->slots(), str(m->token()),
+                               m->num_nodes(), m->slots(), bytes(m->nonce()),
                                bytes(m->ucx_address()), m->epoch(), m->ring_chunk_bytes(),
                                m->response_cache(), m->inline_bytes(), m->halving_doubling_bytes()});
     }
@@ -234,6 +242,12 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       return Message(PeerHelloReply{m->accepted(), str(m->message()), m->node_rank(),
                                     bytes(m->ucx_address()), m->epoch()});
     }
+    case fb::PeerBody::AuthChallenge: {
+      const auto* m = frame->body_as_AuthChallenge();
+      return Message(AuthChallenge{bytes(m->nonce()), bytes(m->proof())});
+    }
+    case fb::PeerBody::AuthProof:
+      return Message(AuthProof{bytes(frame->body_as_AuthProof()->proof())});
     case fb::PeerBody::Heartbeat: {
       const auto* m = frame->body_as_Heartbeat();
       return Message(Heartbeat{m->epoch(), m->sequence()});

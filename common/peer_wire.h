@@ -15,7 +15,8 @@
 
 namespace ringsync::peer_wire {
 
-inline constexpr std::uint32_t kProtocolVersion = 4;  // 3: RankLeft, NodeDrained; 4: reduce-scatter, alltoall
+// 3: RankLeft, NodeDrained; 4: reduce-scatter, alltoall; 5: challenge-response, no key in the hello
+inline constexpr std::uint32_t kProtocolVersion = 5;
 
 struct PeerHello {
   std::uint32_t protocol_version = kProtocolVersion;
@@ -23,7 +24,7 @@ struct PeerHello {
   std::uint32_t node_rank = 0;
   std::uint32_t num_nodes = 0;
   std::uint32_t slots = 0;
-  std::string token;
+  std::vector<std::uint8_t> nonce;  // the sender's; empty: it has no job key
   std::vector<std::uint8_t> ucx_address;
   std::uint64_t epoch = 0;
   std::uint64_t ring_chunk_bytes = 0;  // must match on every node
@@ -38,6 +39,17 @@ struct PeerHelloReply {
   std::uint32_t node_rank = 0;
   std::vector<std::uint8_t> ucx_address;
   std::uint64_t epoch = 0;
+};
+
+// Node 0 proves it holds the job's key, and challenges the worker (peer_auth.h).
+struct AuthChallenge {
+  std::vector<std::uint8_t> nonce;
+  std::vector<std::uint8_t> proof;
+};
+
+// The worker's answer to an AuthChallenge.
+struct AuthProof {
+  std::vector<std::uint8_t> proof;
 };
 
 struct Heartbeat {
@@ -140,7 +152,7 @@ struct NodeDrained {
 };
 
 using Message = std::variant<PeerHello, PeerHelloReply, Heartbeat, ReadyList, Plan, Goodbye, Roster, Contributions,
-                             RankLeft, NodeDrained>;
+                             RankLeft, NodeDrained, AuthChallenge, AuthProof>;
 
 // Length-prefixed frame, as wire::encode.
 std::vector<std::uint8_t> encode(const Message& message);

@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "common/wire.h"
 #include "service/cluster/job_spec.h"
+#include "service/job_token_file.h"
 #include "service/route/route.h"
 
 namespace ringsync::service {
@@ -91,6 +92,14 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   if (c.job_id.empty() || c.job_id.size() > 256)
     return Status::InvalidArgument("job-id must be 1 to 256 bytes" + from(cfg, "job-id"));
   c.token = cfg.get_string("job-token");
+  if (const std::string token_file = cfg.get_string("job-token-file"); !token_file.empty()) {
+    if (!c.token.empty())
+      return Status::InvalidArgument("give the job token with --job-token or with --job-token-file, not both" +
+                                     from(cfg, "job-token-file"));
+    auto token = read_job_token_file(token_file);
+    if (!token.ok()) return Status::InvalidArgument(token.status().message() + from(cfg, "job-token-file"));
+    c.token = std::move(token).value();
+  }
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "join-timeout", c.join_timeout));
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "heartbeat-interval", c.heartbeat_interval));
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "peer-timeout", c.peer_timeout));
@@ -195,8 +204,13 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "The pre-configured multi-node job's id: every daemon of the job and its trainers (RINGSYNC_JOB_ID) "
        "use the same."},
       {"job-token", Kind::kString, "", "",
-       "The pre-configured job's shared secret every daemon of it must present; peers with another token are "
-       "refused. Jobs that trainers describe bring their own (RINGSYNC_JOB_TOKEN)."},
+       "The pre-configured job's shared key: daemons of the job prove to each other that they hold it "
+       "(challenge-response; the key itself never travels), and peers that cannot are refused. Prefer "
+       "--job-token-file or the environment: a flag shows in /proc/*/cmdline. Jobs that trainers describe bring "
+       "their own (RINGSYNC_JOB_TOKEN)."},
+      {"job-token-file", Kind::kPath, "", "",
+       "A file holding the pre-configured job's key (--job-token), one line, readable by its owner only "
+       "(chmod 600)."},
       {"rendezvous", Kind::kString, "", "",
        "Rendezvous store for multi-node jobs whose trainers give no node list (RINGSYNC_NODES): "
        "etcd://HOST:PORT[,HOST:PORT]. Trainers may name their own (RINGSYNC_RENDEZVOUS)."},

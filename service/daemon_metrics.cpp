@@ -146,7 +146,7 @@ DaemonMetrics::~DaemonMetrics() = default;
 const std::vector<std::string_view>& DaemonMetrics::error_kinds() {
   // The kinds in use (grep "error(\"" in service/); a kind not listed still counts, from its first error.
   static const std::vector<std::string_view> kinds = {
-      "accept",        "alloc",           "auth",              "client_lost",       "device",         "flush_timeout",
+      "accept",        "alloc",           "auth",           "client_lost",       "device",         "flush_timeout",
       "handshake_timeout", "hello_refused", "internal",        "invalid_argument", "keep_state",
       "mismatch",      "peer_lost",       "peer_protocol",     "peer_refused",   "protocol",
       "rank_unresponsive", "ring_formation", "shutdown",       "slow_client",    "timeout"};

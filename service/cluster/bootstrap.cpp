@@ -3,6 +3,8 @@
 #include "service/route/route.h"
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -11,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/units.h"
+#include "service/cluster/peer_auth.h"
 #include "service/pending_collective.h"
 
 namespace ringsync::service::cluster {
@@ -21,19 +24,31 @@ using asio::use_awaitable;
 
 namespace {
 
-// Same length and bytes, without an early exit that would time the secret.
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+// A job without a key forms its ring as before; say so once per job.
+void note_unauthenticated(const BootstrapConfig& c) {
+  if (!c.token.empty() || c.nodes.size() < 2) return;
+  static std::mutex mutex;
+  static std::set<std::string> told;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!told.insert(c.job_id).second) return;
+  RS_LOG(info, "ring") << "job '" << c.job_id << "' has no job token: its daemons do not authenticate each "
+                       << "other (give --job-token-file or RINGSYNC_JOB_TOKEN)";
+}
+
+AuthTranscript transcript(const BootstrapConfig& c, const peer_wire::PeerHello& hello,
+                          std::span<const std::uint8_t> coordinator_nonce) {
+  return AuthTranscript{c.job_id,   static_cast<std::uint32_t>(c.nodes.size()), hello.node_rank, hello.ucx_address,
+                        hello.nonce, coordinator_nonce};
 }
 
 Status stopped() { return Status::Closed("forming the ring was stopped"); }
 
 }  // namespace
 
-std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h) {
+namespace {
+
+// Whether the hello is for this job and ring at all: checked before the key.
+std::string identity_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h) {
   const std::string who = "node " + std::to_string(h.node_rank);
   if (h.protocol_version != peer_wire::kProtocolVersion)
     return who + " speaks peer protocol " + std::to_string(h.protocol_version) + ", this daemon " +
@@ -44,7 +59,16 @@ std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& 
            std::to_string(c.nodes.size());
   if (h.slots != c.slots)
     return who + " has " + std::to_string(h.slots) + " slots, this ring " + std::to_string(c.slots);
-  if (!same_token(h.token, c.token)) return who + " did not present the job's token";
+  if (h.node_rank == 0 || h.node_rank >= c.nodes.size())
+    return "node rank " + std::to_string(h.node_rank) + " is out of range [1, " +
+           std::to_string(c.nodes.size()) + ")";
+  return "";
+}
+
+// Data-plane settings every node must share: told only to a node that proved
+// it holds the key.
+std::string settings_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h) {
+  const std::string who = "node " + std::to_string(h.node_rank);
   if (h.ring_chunk_bytes != c.ring_chunk_bytes)
     return who + " runs --ring-chunk-bytes " + std::to_string(h.ring_chunk_bytes) + ", node 0 " +
            std::to_string(c.ring_chunk_bytes) + "; every node must use the same";
@@ -57,10 +81,14 @@ std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& 
   if (h.halving_doubling_bytes != c.halving_doubling_bytes)
     return who + " runs --algorithm " + route::describe_limit(h.halving_doubling_bytes) + ", node 0 " +
            route::describe_limit(c.halving_doubling_bytes) + "; every node must use the same (--algorithm, --rhd-max-bytes)";
-  if (h.node_rank == 0 || h.node_rank >= c.nodes.size())
-    return "node rank " + std::to_string(h.node_rank) + " is out of range [1, " +
-           std::to_string(c.nodes.size()) + ")";
   return "";
+}
+
+}  // namespace
+
+std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h) {
+  std::string why = identity_refusal(c, h);
+  return why.empty() ? settings_refusal(c, h) : why;
 }
 
 Gathering::Gathering(asio::any_io_executor executor, BootstrapConfig config)
@@ -68,20 +96,96 @@ Gathering::Gathering(asio::any_io_executor executor, BootstrapConfig config)
       done_(executor),
       joined_(config_.nodes.size()),
       addresses_(config_.nodes.size()) {
+  note_unauthenticated(config_);
   done_.expires_at(asio::steady_timer::time_point::max());
   if (!addresses_.empty()) addresses_[0] = config_.ucx_address;
 }
 
 void Gathering::offer(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
-  std::string why = finished_ ? "the ring is forming again; retry" : hello_refusal(config_, hello);
-  if (why.empty() && joined_[hello.node_rank] && !joined_[hello.node_rank]->closed())
-    why = "node " + std::to_string(hello.node_rank) + " has already joined (two daemons with one node rank?)";
-  if (!why.empty()) {
-    RS_LOG(warn, "ring") << "refused " << link->peer_name() << ": " << why;
-    link->send(peer_wire::PeerHelloReply{false, why, 0, {}, 0});
-    link->goodbye(Status::InvalidArgument(why));
-    return;
+  std::string why = finished_ ? "the ring is forming again; retry" : identity_refusal(config_, hello);
+  if (why.empty()) why = place_refusal(hello);
+  if (!why.empty()) return refuse(link, why);
+  if (config_.token.empty()) {
+    if (why = settings_refusal(config_, hello); !why.empty()) return refuse(link, why);
+    return admit(link, hello);
   }
+  if (hello.nonce.size() != kAuthNonceBytes)
+    return refuse_auth(link, "node " + std::to_string(hello.node_rank) +
+                                 " has no job key, but this job needs one (--job-token-file or RINGSYNC_JOB_TOKEN)");
+  challenge(link, hello);
+}
+
+std::string Gathering::place_refusal(const peer_wire::PeerHello& hello) const {
+  if (finished_) return "the ring is forming again; retry";
+  if (joined_[hello.node_rank] && !joined_[hello.node_rank]->closed())
+    return "node " + std::to_string(hello.node_rank) + " has already joined (two daemons with one node rank?)";
+  return "";
+}
+
+void Gathering::refuse(const std::shared_ptr<PeerLink>& link, const std::string& why) {
+  RS_LOG(warn, "ring") << "refused " << link->peer_name() << ": " << why;
+  link->send(peer_wire::PeerHelloReply{false, why, 0, {}, 0});
+  link->goodbye(Status::InvalidArgument(why));
+}
+
+void Gathering::refuse_auth(const std::shared_ptr<PeerLink>& link, const std::string& why) {
+  if (config_.on_auth_failure) config_.on_auth_failure();
+  refuse(link, why);
+}
+
+void Gathering::challenge(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
+  std::vector<std::uint8_t> nonce = auth_nonce();
+  if (nonce.empty()) return refuse(link, "node 0 could not draw random bytes for a challenge (OpenSSL RAND_bytes)");
+  const AuthTranscript t = transcript(config_, hello, nonce);
+  link->send(peer_wire::AuthChallenge{nonce, auth_proof(config_.token, AuthRole::kCoordinator, t)});
+  // Only this connection's answer is right: its nonce is new.
+  auto expected = auth_proof(config_.token, AuthRole::kWorker, t);
+  auto answered = std::make_shared<bool>(false);
+  std::weak_ptr<Gathering> weak = weak_from_this();
+  std::weak_ptr<PeerLink> weak_link = link;
+  const std::string who = "node " + std::to_string(hello.node_rank);
+  link->set_handlers(
+      [weak, weak_link, hello, expected = std::move(expected), answered, who](peer_wire::Message m) {
+        auto link = weak_link.lock();
+        if (!link || *answered) return;
+        *answered = true;
+        auto self = weak.lock();
+        if (!self) return link->close(Status::Closed("the ring's gathering ended"));
+        // Copies: refusing or admitting replaces this handler.
+        const auto* proof = std::get_if<peer_wire::AuthProof>(&m);
+        if (!proof) return self->refuse_auth(link, who + " answered the challenge with another message");
+        if (!same_proof(proof->proof, expected))
+          return self->refuse_auth(link, who + " sent a wrong proof of the job's key (another --job-token, or a "
+                                              "replayed proof)");
+        const peer_wire::PeerHello admitted = hello;
+        std::string why = settings_refusal(self->config_, admitted);
+        if (why.empty()) why = self->place_refusal(admitted);
+        if (!why.empty()) return self->refuse(link, why);
+        self->admit(link, admitted);
+      },
+      [weak, weak_link, answered, who](const Status& why) {
+        // A worker with another key refuses node 0's proof and hangs up.
+        if (*answered) return;
+        *answered = true;
+        auto self = weak.lock();
+        auto link = weak_link.lock();
+        if (!self || !link) return;
+        RS_LOG(warn, "ring") << "refused " << link->peer_name() << ": " << who
+                             << " hung up at the key challenge (another --job-token?): " << why.message();
+        if (self->config_.on_auth_failure) self->config_.on_auth_failure();
+      });
+  auto timer = std::make_shared<asio::steady_timer>(done_.get_executor(), config_.proof_timeout);
+  timer->async_wait([weak, weak_link, timer, answered, who](boost::system::error_code ec) {
+    if (ec || *answered) return;
+    *answered = true;
+    auto link = weak_link.lock();
+    if (!link || link->closed()) return;
+    if (auto self = weak.lock()) return self->refuse_auth(link, who + " did not answer the key challenge in time");
+    link->close(Status::Timeout("no proof of the job's key"));
+  });
+}
+
+void Gathering::admit(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello) {
   if (joined_[hello.node_rank]) --count_;  // its earlier link closed: this one replaces it
   joined_[hello.node_rank] = link;
   addresses_[hello.node_rank] = hello.ucx_address;
@@ -157,6 +261,7 @@ asio::awaitable<Result<Joined>> Gathering::wait(std::shared_ptr<StopSource> stop
 }
 
 asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<StopSource> stop) {
+  note_unauthenticated(c);
   auto ex = co_await asio::this_coro::executor;
   const auto give_up = std::chrono::steady_clock::now() + c.join_timeout;
   const std::string target = control_address(c.nodes[0]);
@@ -196,16 +301,50 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       auto result = std::make_shared<std::optional<Result<Joined>>>();
       auto joined = std::make_shared<Joined>();
       auto done = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
+      peer_wire::PeerHello hello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
+                                 static_cast<std::uint32_t>(c.nodes.size()), c.slots, {}, c.ucx_address, 0,
+                                 c.ring_chunk_bytes, c.response_cache, c.inline_bytes, c.halving_doubling_bytes};
+      if (!c.token.empty()) {
+        hello.nonce = auth_nonce();
+        if (hello.nonce.empty()) co_return Status::Internal("no random bytes for the key challenge (OpenSSL RAND_bytes)");
+      }
+      // Node 0 must prove it holds the key before this node proves it does,
+      // and before the roster is believed.
+      auto proven = std::make_shared<bool>(c.token.empty());
+      const auto fail_auth = [on_failure = c.on_auth_failure, result, done, target](const std::string& why) {
+        RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << why;
+        if (on_failure) on_failure();
+        *result = Status::InvalidArgument("refused node 0 at " + target + ": " + why);
+        done->cancel();
+      };
       std::weak_ptr<PeerLink> weak = link;
       link->start(
-          [weak, result, joined, done, target](peer_wire::Message m) {
+          [weak, result, joined, done, target, proven, fail_auth, key = c.token, hello](peer_wire::Message m) {
             if (*result) return;
-            if (auto* reply = std::get_if<peer_wire::PeerHelloReply>(&m)) {
+            if (auto* challenge = std::get_if<peer_wire::AuthChallenge>(&m)) {
+              if (key.empty())
+                return fail_auth("it asks for a proof of the job's key, and this node has none (give every node "
+                                 "the job's token: --job-token-file or RINGSYNC_JOB_TOKEN)");
+              if (*proven) return fail_auth("it challenged this node twice");
+              const AuthTranscript auth{hello.job_id,      hello.num_nodes, hello.node_rank,
+                                        hello.ucx_address, hello.nonce,     challenge->nonce};
+              if (challenge->nonce.size() != kAuthNonceBytes ||
+                  !same_proof(challenge->proof, auth_proof(key, AuthRole::kCoordinator, auth)))
+                return fail_auth("it could not prove it holds the job's key (another job there, or another "
+                                 "--job-token)");
+              *proven = true;
+              if (auto link = weak.lock()) link->send(peer_wire::AuthProof{auth_proof(key, AuthRole::kWorker, auth)});
+            } else if (auto* reply = std::get_if<peer_wire::PeerHelloReply>(&m)) {
               if (!reply->accepted) {
                 *result = Status::InvalidArgument(target + " refused this node: " + reply->message);
                 done->cancel();
+              } else if (!*proven) {
+                fail_auth("it accepted this node without proving it holds the job's key (has node 0 no job token?)");
               }
             } else if (auto* roster = std::get_if<peer_wire::Roster>(&m)) {
+              if (!*proven)
+                return fail_auth("it sent a roster without proving it holds the job's key (has node 0 no job "
+                                 "token?)");
               joined->epoch = roster->epoch;
               joined->ucx_addresses.resize(roster->entries.size());
               for (auto& e : roster->entries)
@@ -221,10 +360,7 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
             *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message());
             done->cancel();
           });
-      link->send(peer_wire::PeerHello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
-                                      static_cast<std::uint32_t>(c.nodes.size()), c.slots, c.token,
-                                      c.ucx_address, 0, c.ring_chunk_bytes, c.response_cache,
-                                      c.inline_bytes, c.halving_doubling_bytes});
+      link->send(hello);
       asio::steady_timer deadline(ex);
       deadline.expires_at(give_up);
       deadline.async_wait([done](boost::system::error_code wait_ec) {

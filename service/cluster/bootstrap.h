@@ -1,6 +1,8 @@
 // Forming a ring: every node says hello to the coordinator (node 0) over TCP,
 // which checks that all agree on the job (protocol version, job id, node count,
-// slots, shared token, data-plane settings), then tells everyone the roster —
+// slots, data-plane settings) and, when the job has a key, that both hold it
+// (challenge-response, peer_auth.h: the key never travels), then tells everyone
+// the roster —
 // the epoch and the UCX worker address of every node. Bounded by a join
 // timeout: a node that never comes is a clear error naming it, never a hang;
 // and the owner can end an attempt at once (StopSource).
@@ -27,7 +29,7 @@ namespace ringsync::service::cluster {
 
 struct BootstrapConfig {
   std::string job_id;
-  std::string token;  // shared secret; "" when none
+  std::string token;  // the job's key; "" when none (the ring is then unauthenticated)
   std::uint32_t node_rank = 0;
   std::uint32_t slots = 1;
   std::vector<HostEntry> nodes;  // control endpoint of every node, by node rank
@@ -40,6 +42,11 @@ struct BootstrapConfig {
   std::uint32_t response_cache = 0;
   std::uint64_t inline_bytes = 0;
   std::uint64_t halving_doubling_bytes = 0;
+  // Runs for every peer refused for a missing or wrong proof of the key (the
+  // daemon counts errors_total{kind="auth"}); may be empty.
+  std::function<void()> on_auth_failure;
+  // How long node 0 waits for a worker's proof after its challenge.
+  std::chrono::nanoseconds proof_timeout = std::chrono::seconds(10);
 };
 
 // The outcome of a successful bootstrap.
@@ -67,12 +74,21 @@ class Gathering : public std::enable_shared_from_this<Gathering> {
  public:
   Gathering(boost::asio::any_io_executor executor, BootstrapConfig config);
 
+  // Checks the hello, challenges the node when the job has a key, and admits
+  // it once its proof is right; refuses it (and closes the link) otherwise.
   void offer(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
   boost::asio::awaitable<Result<Joined>> wait(std::shared_ptr<StopSource> stop);
   // Whether wait() has returned (later hellos belong to the next attempt).
   bool finished() const { return finished_; }
 
  private:
+  // Why a node that passed hello_refusal cannot take its place now, or "".
+  std::string place_refusal(const peer_wire::PeerHello& hello) const;
+  void challenge(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
+  void refuse(const std::shared_ptr<PeerLink>& link, const std::string& why);
+  void refuse_auth(const std::shared_ptr<PeerLink>& link, const std::string& why);
+  void admit(const std::shared_ptr<PeerLink>& link, const peer_wire::PeerHello& hello);
+
   BootstrapConfig config_;
   boost::asio::steady_timer done_;  // cancelled: every node joined, or stop
   std::vector<std::shared_ptr<PeerLink>> joined_;
@@ -85,8 +101,9 @@ class Gathering : public std::enable_shared_from_this<Gathering> {
 // hello and waits for the roster, all within the join timeout.
 boost::asio::awaitable<Result<Joined>> join(const BootstrapConfig& config, std::shared_ptr<StopSource> stop);
 
-// Why the coordinator refuses this hello (protocol version, job, shape, token,
-// node rank out of range), or "" when it belongs to the job.
+// Why the coordinator refuses this hello (protocol version, job, shape,
+// data-plane settings, node rank out of range), or "" when it belongs to the
+// job. The key is checked afterwards, by challenge-response.
 std::string hello_refusal(const BootstrapConfig& config, const peer_wire::PeerHello& hello);
 
 }  // namespace ringsync::service::cluster

@@ -29,7 +29,7 @@ std::vector<std::uint8_t> finished(flatbuffers::FlatBufferBuilder& b) {
 }  // namespace
 
 TEST_CASE("peer messages survive encode and decode") {
-  PeerHello hello{kProtocolVersion, "job", 2, 4, 8, "secret", {1, 2, 3, 250}, 7, 1 << 20, 64, 32768, 262144};
+  PeerHello hello{kProtocolVersion, "job", 2, 4, 8, {5, 6, 7}, {1, 2, 3, 250}, 7, 1 << 20, 64, 32768, 262144};
   auto h = std::get<PeerHello>(round_trip(hello));
   CHECK(h.ring_chunk_bytes == 1 << 20);
   CHECK(h.response_cache == 64);
@@ -39,9 +39,14 @@ TEST_CASE("peer messages survive encode and decode") {
   CHECK(h.node_rank == 2);
   CHECK(h.num_nodes == 4);
   CHECK(h.slots == 8);
-  CHECK(h.token == "secret");
+  CHECK(h.nonce == std::vector<std::uint8_t>{5, 6, 7});
   CHECK(h.ucx_address == std::vector<std::uint8_t>{1, 2, 3, 250});
   CHECK(h.epoch == 7);
+
+  auto challenge = std::get<AuthChallenge>(round_trip(AuthChallenge{{1, 2}, {3, 4, 5}}));
+  CHECK(challenge.nonce == std::vector<std::uint8_t>{1, 2});
+  CHECK(challenge.proof == std::vector<std::uint8_t>{3, 4, 5});
+  CHECK(std::get<AuthProof>(round_trip(AuthProof{{8, 9}})).proof == std::vector<std::uint8_t>{8, 9});
 
   auto r = std::get<PeerHelloReply>(round_trip(PeerHelloReply{false, "wrong job", 1, {9}, 3}));
   CHECK_FALSE(r.accepted);

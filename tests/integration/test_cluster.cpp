@@ -567,23 +567,27 @@ TEST_CASE("cluster: junk on the control port is rejected and the daemons serve o
     CHECK_MESSAGE(!line.empty(), "node 0 logged no rejection:\n", cluster.logs());
     MESSAGE("rejection: ", line);
   }
-  SUBCASE("a well-formed hello with the wrong token") {
+  SUBCASE("auth: a well-formed hello answered with a wrong proof of the key") {
     const std::size_t from = cluster.log(0).size();
     RawPeer peer(port);
     REQUIRE(peer.connected());
-    peer.send(peer_wire::encode(peer_wire::PeerHello{peer_wire::kProtocolVersion, cluster.job_id(),
-                                                     1, 2, 2, "not-the-token", {}, 0}));
+    peer_wire::PeerHello hello{peer_wire::kProtocolVersion, cluster.job_id(), 1, 2, 2,
+                               std::vector<std::uint8_t>(32, 7), {}, 0};
+    peer.send(peer_wire::encode(hello));
+    const auto challenge = peer.receive();
+    // The key itself never comes back: only node 0's nonce and proof.
+    REQUIRE_MESSAGE((challenge && std::holds_alternative<peer_wire::AuthChallenge>(*challenge)),
+                    "no challenge:\n", cluster.logs());
+    peer.send(peer_wire::encode(peer_wire::AuthProof{std::vector<std::uint8_t>(32, 1)}));
     const auto reply = peer.receive();
-    // Either a refusal or a closed connection; never an acceptance.
     const auto* hello_reply = reply ? std::get_if<peer_wire::PeerHelloReply>(&*reply) : nullptr;
-    if (hello_reply) {
-      CHECK_FALSE(hello_reply->accepted);
-      CHECK_MESSAGE(hello_reply->message.find("token") != std::string::npos, hello_reply->message);
-    } else if (reply) {
-      MESSAGE("the stranger got message #", reply->index(), " of peer_wire::Message");
-    }
-    const std::string line = new_warning(cluster, 0, from, reply ? 10s : 1s);
-    CHECK_MESSAGE(!line.empty(), "node 0 logged no rejection:\n", cluster.logs());
+    REQUIRE(hello_reply != nullptr);
+    CHECK_FALSE(hello_reply->accepted);
+    CHECK_MESSAGE(hello_reply->message.find("wrong proof of the job's key") != std::string::npos,
+                  hello_reply->message);
+    const std::string line = new_warning(cluster, 0, from, 10s);
+    CHECK_MESSAGE(line.find("refused peer at 127.0.0.1") != std::string::npos, line, "\n", cluster.logs());
+    CHECK(metric_value(cluster.metrics(0), "ringsync_errors_total{kind=\"auth\"}").value_or(0) >= 1);
     MESSAGE("rejection: ", line);
   }
 

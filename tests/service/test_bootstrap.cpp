@@ -3,13 +3,19 @@
 
 #include <utility>  // Asio 1.18 needs std::exchange declared first
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <functional>
 #include <optional>
 
 #include "service/cluster/bootstrap.h"
 #include "service/cluster/control_listener.h"
+#include "service/cluster/peer_auth.h"
 
 using namespace ringsync;
 using namespace ringsync::service::cluster;
@@ -21,6 +27,7 @@ namespace {
 
 struct Cluster {
   asio::io_context io;
+  mutable int auth_failures = 0;  // on_auth_failure of every node (config() hands it out)
   std::unique_ptr<ControlListener> listener;
   std::vector<HostEntry> nodes;
   std::vector<std::optional<Result<Joined>>> results;
@@ -45,6 +52,7 @@ struct Cluster {
     c.nodes = nodes;
     c.ucx_address = {static_cast<std::uint8_t>(rank), 0xAB};
     c.join_timeout = timeout;
+    c.on_auth_failure = [this] { ++auth_failures; };
     return c;
   }
 
@@ -103,7 +111,7 @@ TEST_CASE("rings of 1 to 5 nodes form, and everyone learns every UCX address") {
   }
 }
 
-TEST_CASE("a node with the wrong token, job or shape is refused with the reason") {
+TEST_CASE("auth: a node with another key refuses node 0's proof, and node 0 logs and counts it") {
   Cluster cluster(2);
   cluster.start(cluster.config(0, 1500ms));
   auto bad = cluster.config(1);
@@ -111,13 +119,44 @@ TEST_CASE("a node with the wrong token, job or shape is refused with the reason"
   cluster.start(bad);
   REQUIRE(cluster.wait({0, 1}));
   CHECK(cluster.results[1]->status().code() == StatusCode::kInvalidArgument);
-  CHECK(cluster.results[1]->status().message().find("did not present the job's token") != std::string::npos);
+  CHECK_MESSAGE(cluster.results[1]->status().message().find("could not prove it holds the job's key") !=
+                    std::string::npos,
+                cluster.results[1]->status().message());
+  CHECK(cluster.auth_failures == 2);  // the worker refused node 0; node 0 saw it hang up
   // The coordinator, still missing node 1, gives up at its deadline naming it.
   CHECK(cluster.results[0]->status().code() == StatusCode::kTimeout);
   CHECK(cluster.results[0]->status().message().find("node(s) 1 of job 'job' did not join") != std::string::npos);
+}
 
+TEST_CASE("auth: a keyless node is refused by a keyed node 0, and a keyed node by a keyless node 0") {
+  Cluster keyed(2);
+  keyed.start(keyed.config(0, 1500ms));
+  auto keyless = keyed.config(1);
+  keyless.token = "";
+  keyed.start(keyless);
+  REQUIRE(keyed.wait({0, 1}));
+  CHECK_MESSAGE(keyed.results[1]->status().message().find("has no job key, but this job needs one") !=
+                    std::string::npos,
+                keyed.results[1]->status().message());
+  CHECK(keyed.auth_failures == 1);
+
+  // Node 0 without a key cannot pass for one with it: the worker refuses the roster.
+  Cluster open(2);
+  auto coordinator = open.config(0, 1500ms);
+  coordinator.token = "";
+  open.start(coordinator);
+  open.start(open.config(1));
+  REQUIRE(open.wait({0, 1}));
+  REQUIRE_FALSE(open.results[1]->ok());
+  CHECK_MESSAGE(open.results[1]->status().message().find("without proving it holds the job's key") !=
+                    std::string::npos,
+                open.results[1]->status().message());
+}
+
+TEST_CASE("a node with another job shape is refused with the reason") {
+  Cluster cluster(2);
   // (A hello naming another job goes to that job's route: see the parking test.)
-  Cluster shapes(2);
+  Cluster& shapes = cluster;
   shapes.start(shapes.config(0, 1500ms));
   auto other_slots = shapes.config(1);
   other_slots.slots = 4;
@@ -246,4 +285,147 @@ TEST_CASE("stopping ends a join and a gathering at once") {
   CHECK(std::chrono::steady_clock::now() - begun < 10s);  // not the 60 s join timeout
   CHECK(cluster.results[0]->status().code() == StatusCode::kClosed);
   CHECK(cluster.results[1]->status().code() == StatusCode::kClosed);
+}
+
+namespace {
+
+// A man in the middle: relays one worker's connection to node 0 and records
+// the bytes each way, as a capture on the network would see them.
+struct Relay {
+  tcp::acceptor acceptor;
+  std::vector<std::uint8_t> to_coordinator, to_worker;
+
+  Relay(asio::io_context& io, std::uint16_t target)
+      : acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    asio::co_spawn(io, run(target), asio::detached);
+  }
+  std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+
+  asio::awaitable<void> run(std::uint16_t target) {
+    auto ex = co_await asio::this_coro::executor;
+    boost::system::error_code ec;
+    auto worker = std::make_shared<tcp::socket>(ex);
+    co_await acceptor.async_accept(*worker, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    auto coordinator = std::make_shared<tcp::socket>(ex);
+    co_await coordinator->async_connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), target),
+                                        asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    asio::co_spawn(ex, pipe(worker, coordinator, to_coordinator), asio::detached);
+    asio::co_spawn(ex, pipe(coordinator, worker, to_worker), asio::detached);
+  }
+
+  static asio::awaitable<void> pipe(std::shared_ptr<tcp::socket> from, std::shared_ptr<tcp::socket> to,
+                                    std::vector<std::uint8_t>& record) {
+    std::uint8_t buffer[4096];
+    boost::system::error_code ec;
+    for (;;) {
+      const std::size_t n =
+          co_await from->async_read_some(asio::buffer(buffer), asio::redirect_error(asio::use_awaitable, ec));
+      if (!ec) {
+        record.insert(record.end(), buffer, buffer + n);
+        co_await asio::async_write(*to, asio::buffer(buffer, n), asio::redirect_error(asio::use_awaitable, ec));
+      }
+      if (ec) {
+        from->close(ec);
+        to->close(ec);
+        co_return;
+      }
+    }
+  }
+};
+
+bool contains(const std::vector<std::uint8_t>& bytes, const std::string& text) {
+  return std::search(bytes.begin(), bytes.end(), text.begin(), text.end()) != bytes.end();
+}
+
+// A peer the test drives by hand, connected to node 0's control port.
+std::shared_ptr<PeerLink> stranger(Cluster& cluster, std::vector<peer_wire::Message>& heard,
+                                   std::function<void(PeerLink&, const peer_wire::Message&)> answer = {},
+                                   const std::vector<std::uint8_t>& first_bytes = {}) {
+  tcp::socket socket(cluster.io);
+  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), cluster.listener->port()));
+  if (!first_bytes.empty()) asio::write(socket, asio::buffer(first_bytes));
+  auto link = std::make_shared<PeerLink>(std::move(socket), "stranger");
+  std::weak_ptr<PeerLink> weak = link;
+  link->start(
+      [&heard, weak, answer](peer_wire::Message m) {
+        if (auto self = weak.lock(); self && answer) answer(*self, m);
+        heard.push_back(std::move(m));
+      },
+      [](const Status&) {});
+  return link;
+}
+
+bool refused_with(const std::vector<peer_wire::Message>& heard, const std::string& why) {
+  for (const auto& m : heard)
+    if (const auto* reply = std::get_if<peer_wire::PeerHelloReply>(&m))
+      return !reply->accepted && reply->message.find(why) != std::string::npos;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("auth: a capture of a real bootstrap holds no key bytes, and replaying it is refused") {
+  const std::string key = "k3y-that-must-never-travel-0123456789";
+  Cluster cluster(2);
+  auto coordinator = cluster.config(0);
+  coordinator.token = key;
+  cluster.start(coordinator);
+  Relay relay(cluster.io, cluster.listener->port());
+  auto worker = cluster.config(1);
+  worker.token = key;
+  worker.nodes[0].port = relay.port();
+  cluster.start(worker);
+  REQUIRE(cluster.wait({0, 1}));
+  REQUIRE_MESSAGE(cluster.results[0]->ok(), cluster.results[0]->status().message());
+  REQUIRE_MESSAGE(cluster.results[1]->ok(), cluster.results[1]->status().message());
+  CHECK(contains(relay.to_coordinator, "job"));  // the capture saw the hello
+  CHECK(!relay.to_worker.empty());
+  CHECK_FALSE(contains(relay.to_coordinator, key));
+  CHECK_FALSE(contains(relay.to_worker, key));
+  CHECK(cluster.auth_failures == 0);
+
+  // Someone who captured that worker's bytes sends them to the next ring of
+  // the same job and key: the challenge is new, so the old proof is wrong.
+  Cluster next(2);
+  auto next_coordinator = next.config(0);
+  next_coordinator.token = key;
+  next.start(next_coordinator);
+  std::vector<peer_wire::Message> heard;
+  auto replayer = stranger(next, heard, {}, relay.to_coordinator);
+  for (int i = 0; i < 300 && !refused_with(heard, "wrong proof"); ++i) next.io.run_for(10ms);
+  CHECK(refused_with(heard, "wrong proof of the job's key"));
+  CHECK(next.auth_failures == 1);
+  // The real node still joins.
+  auto real = next.config(1);
+  real.token = key;
+  next.start(real);
+  REQUIRE(next.wait({0, 1}));
+  CHECK_MESSAGE(next.results[0]->ok(), next.results[0]->status().message());
+  CHECK_MESSAGE(next.results[1]->ok(), next.results[1]->status().message());
+  replayer->close(Status::Closed("test over"));
+}
+
+TEST_CASE("auth: a stranger with a wrong key is refused, and the ring of the right nodes still forms") {
+  Cluster cluster(3);
+  cluster.start(cluster.config(0));
+  std::vector<peer_wire::Message> heard;
+  peer_wire::PeerHello hello{peer_wire::kProtocolVersion, "job", 1, 3, 2, auth_nonce(), {9}, 0};
+  auto intruder = stranger(cluster, heard, [hello](PeerLink& link, const peer_wire::Message& m) {
+    if (const auto* challenge = std::get_if<peer_wire::AuthChallenge>(&m)) {
+      const AuthTranscript t{"job", 3, 1, hello.ucx_address, hello.nonce, challenge->nonce};
+      link.send(peer_wire::AuthProof{auth_proof("not-the-key", AuthRole::kWorker, t)});
+    }
+  });
+  intruder->send(hello);
+  cluster.start(cluster.config(1));
+  cluster.start(cluster.config(2));
+  REQUIRE(cluster.wait({0, 1, 2}));
+  for (std::uint32_t r = 0; r < 3; ++r) CHECK_MESSAGE(cluster.results[r]->ok(), cluster.results[r]->status().message());
+  for (int i = 0; i < 100 && heard.size() < 2; ++i) cluster.io.run_for(10ms);
+  CHECK(std::holds_alternative<peer_wire::AuthChallenge>(heard.at(0)));
+  CHECK(refused_with(heard, "node 1 sent a wrong proof of the job's key"));
+  CHECK(cluster.auth_failures == 1);
+  intruder->close(Status::Closed("test over"));
 }

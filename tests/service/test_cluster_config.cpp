@@ -1,6 +1,11 @@
 // The multi-node settings of DaemonConfig: host list, node rank, timeouts.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,11 +20,11 @@ using ringsync::service::DaemonConfig;
 
 namespace {
 
-Result<DaemonConfig> load(std::vector<std::string> args) {
+Result<DaemonConfig> load(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
   std::vector<const char*> argv{"ringsyncd"};
   for (const std::string& a : args) argv.push_back(a.c_str());
-  auto cfg = Config::parse(daemon_tunables(), static_cast<int>(argv.size()), argv.data(),
-                           {{"XDG_RUNTIME_DIR", "/run/user/1000"}});
+  env["XDG_RUNTIME_DIR"] = "/run/user/1000";
+  auto cfg = Config::parse(daemon_tunables(), static_cast<int>(argv.size()), argv.data(), env);
   REQUIRE(cfg.ok());
   return daemon_config_from(*cfg);
 }
@@ -68,4 +73,40 @@ TEST_CASE("cluster config: clear errors") {
   CHECK(error_of({"--heartbeat-interval", "1s", "--peer-timeout", "1500ms"}).find("twice") != std::string::npos);
   CHECK(error_of({"--ring-window", "0"}).find("ring-window") != std::string::npos);
   CHECK(error_of({"--job-id", ""}).find("job-id") != std::string::npos);
+}
+
+TEST_CASE("auth: the job key from a file only its owner may read, or from the environment") {
+  char dir_template[] = "/tmp/ringsync-key-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string path = std::string(dir_template) + "/key";
+  {
+    std::ofstream out(path);
+    out << "k3y-from-file\n";
+  }
+  ::chmod(path.c_str(), 0600);
+  auto d = load({"--hosts", "a:1,b:1", "--job-token-file", path});
+  REQUIRE_MESSAGE(d.ok(), d.status().message());
+  CHECK(d->cluster.token == "k3y-from-file");
+
+  ::chmod(path.c_str(), 0640);
+  auto open = load({"--hosts", "a:1,b:1", "--job-token-file", path});
+  REQUIRE_FALSE(open.ok());
+  CHECK_MESSAGE(open.status().message().find("has mode 0640: others than its owner may access it; chmod 600 it") !=
+                    std::string::npos,
+                open.status().message());
+  ::chmod(path.c_str(), 0600);
+
+  auto both = load({"--hosts", "a:1,b:1", "--job-token", "x", "--job-token-file", path});
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().message().find("not both") != std::string::npos);
+
+  auto missing = load({"--hosts", "a:1,b:1", "--job-token-file", path + ".none"});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("--job-token-file") != std::string::npos);
+
+  auto from_env = load({"--hosts", "a:1,b:1"}, {{"RINGSYNC_JOB_TOKEN_FILE", path}});
+  REQUIRE_MESSAGE(from_env.ok(), from_env.status().message());
+  CHECK(from_env->cluster.token == "k3y-from-file");
+  ::unlink(path.c_str());
+  ::rmdir(dir_template);
 }

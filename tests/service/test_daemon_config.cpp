@@ -69,7 +69,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "max-frame-bytes", "max-client-buffer-bytes", "reduce-threads",
                                        "reduce-chunk-bytes", "ready-file", "log-level", "log-subsys",
                                        "handshake-timeout", "busy-poll", "control-cpus", "client-channel", "hostfile", "hosts", "node-rank",
-                                       "control-address", "job-id", "job-token", "join-timeout",
+                                       "control-address", "job-id", "job-token", "job-token-file", "join-timeout",
                                        "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
                                        "response-cache", "ring-chunk-bytes", "ring-window", "gpu-staging-chunk", "ucx-transports",
                                        "ucx-net-devices", "timeline", "rendezvous", "advertise-address",
