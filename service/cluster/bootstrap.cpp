@@ -88,7 +88,8 @@ std::string settings_refusal(const BootstrapConfig& c, const peer_wire::PeerHell
 
 std::string hello_refusal(const BootstrapConfig& c, const peer_wire::PeerHello& h) {
   std::string why = identity_refusal(c, h);
-  return why.empty() ? settings_refusal(c, h) : why;
+  // With a key, the settings are told only after the proof (Gathering).
+  return why.empty() && c.token.empty() ? settings_refusal(c, h) : why;
 }
 
 Gathering::Gathering(asio::any_io_executor executor, BootstrapConfig config)

@@ -101,9 +101,10 @@ class Gathering : public std::enable_shared_from_this<Gathering> {
 // hello and waits for the roster, all within the join timeout.
 boost::asio::awaitable<Result<Joined>> join(const BootstrapConfig& config, std::shared_ptr<StopSource> stop);
 
-// Why the coordinator refuses this hello (protocol version, job, shape,
-// data-plane settings, node rank out of range), or "" when it belongs to the
-// job. The key is checked afterwards, by challenge-response.
+// Why the coordinator refuses this hello (protocol version, job, shape, node
+// rank out of range; and, for a job without a key, data-plane settings), or ""
+// when it belongs to the job. The key is checked afterwards, by
+// challenge-response, and only a node that proved it learns node 0's settings.
 std::string hello_refusal(const BootstrapConfig& config, const peer_wire::PeerHello& hello);
 
 }  // namespace ringsync::service::cluster
