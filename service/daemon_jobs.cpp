@@ -61,6 +61,13 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
     return refuse(allowed);
   }
   const bool new_job = jobs_.find(hello.job_id) == jobs_.end();
+  // States kept for a job outlive its ranks here: they stay their user's.
+  if (const auto keeper = kept_.owner(hello.job_id); new_job && keeper && *keeper != who.uid) {
+    metrics_.error("auth");
+    return refuse(Status::InvalidArgument("job '" + hello.job_id + "' has states kept on this ringsyncd by uid " +
+                                          std::to_string(*keeper) + ", not by uid " + std::to_string(who.uid) +
+                                          "; give this job an id of its own (RINGSYNC_JOB_ID)"));
+  }
   // A job belongs to the user whose trainer made it: another user's trainers
   // cannot attach to it (nor read its buffers or kept state through it).
   if (!new_job && jobs_.at(hello.job_id).owner_uid != who.uid) {

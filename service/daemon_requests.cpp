@@ -150,6 +150,7 @@ void Daemon::on_keep_state(const std::shared_ptr<ClientSession>& session, const 
   auto buffer = session->buffers.resolve(wire::BufferRef{keep.buffer_id, 0}, keep.bytes, "kept state '" + keep.name + "'");
   if (!buffer.ok()) return reply(buffer.status());
   Status kept = kept_.keep({who.job_id, who.local_rank, keep.name}, buffer->keepalive, keep.bytes);
+  if (kept.ok()) kept_.set_owner(who.job_id, session->credentials().uid);
   metrics_.kept_state_bytes.with().set(static_cast<double>(kept_.bytes()));
   if (kept.ok())
     RS_LOG(debug, "session") << "kept state '" << keep.name << "' of local rank " << who.local_rank << " of job '"

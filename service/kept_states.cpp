@@ -44,6 +44,7 @@ std::size_t KeptStates::forget_expired(Clock::time_point now) {
       it = states_.erase(it);
       ++dropped;
     }
+    owners_.erase(job->first);
     job = expiry_.erase(job);
   }
   return dropped;

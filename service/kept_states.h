@@ -46,6 +46,13 @@ class KeptStates {
   // The job's last rank left this node: its states go at `expiry` unless it comes back.
   void job_gone(const std::string& job_id, Clock::time_point expiry);
   void job_back(const std::string& job_id) { expiry_.erase(job_id); }
+  // The uid whose trainers kept the job's states: only they may fetch them,
+  // also after the job left the node (another user could reuse its id).
+  void set_owner(const std::string& job_id, std::uint32_t uid) { owners_[job_id] = uid; }
+  std::optional<std::uint32_t> owner(const std::string& job_id) const {
+    auto it = owners_.find(job_id);
+    return it == owners_.end() ? std::nullopt : std::optional<std::uint32_t>(it->second);
+  }
   // Drops the states of jobs gone for good by `now`; returns how many.
   std::size_t forget_expired(Clock::time_point now);
 
@@ -59,6 +66,7 @@ class KeptStates {
   std::uint64_t bytes_ = 0;
   std::map<Key, State> states_;
   std::map<std::string, Clock::time_point> expiry_;  // jobs with no rank here, and when their states go
+  std::map<std::string, std::uint32_t> owners_;      // by job: the uid that kept its states
 };
 
 }  // namespace ringsync::service

@@ -83,3 +83,17 @@ TEST_CASE("kept states: a job's states go after its linger, unless it comes back
   CHECK(kept.fetch({"running", 0, "s"}));
   CHECK(kept.bytes() == 2 * 4096);
 }
+
+TEST_CASE("auth: kept states remember the uid that kept them until they go") {
+  KeptStates kept(1 << 20);
+  CHECK_FALSE(kept.owner("job"));
+  REQUIRE(kept.keep({"job", 0, "model"}, region(4096, 'a'), 10).ok());
+  kept.set_owner("job", 1000);
+  CHECK(kept.owner("job") == std::uint32_t{1000});
+  const auto t0 = KeptStates::Clock::now();
+  kept.job_gone("job", t0 + std::chrono::seconds(10));
+  CHECK(kept.forget_expired(t0) == 0);
+  CHECK(kept.owner("job") == std::uint32_t{1000});  // gone from the node, its states still its user's
+  CHECK(kept.forget_expired(t0 + std::chrono::seconds(11)) == 1);
+  CHECK_FALSE(kept.owner("job"));  // the states went: the id is free again
+}
