@@ -1,23 +1,15 @@
 // Client frames (common/wire.cpp): whatever a trainer's socket or channel
 // delivers. A body either fails to decode, or decodes to a message that
 // encodes and decodes again to the same frame.
-#include <span>
-
 #include "canary.h"
 #include "common/wire.h"
+#include "frame_round_trip.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace ringsync;
   fuzz::crash_on_canary(data, size);
-  std::vector<std::uint64_t> storage;
-  auto message = wire::decode(wire::aligned(std::span<const std::uint8_t>(data, size), storage));
-  if (!message.ok()) return 0;
-  const std::vector<std::uint8_t> frame = wire::encode(*message);
-  fuzz::require(frame.size() >= wire::kFrameHeaderBytes);
-  std::span<const std::uint8_t> body(frame.data() + wire::kFrameHeaderBytes, frame.size() - wire::kFrameHeaderBytes);
-  std::vector<std::uint64_t> again_storage;
-  auto again = wire::decode(wire::aligned(body, again_storage));
-  fuzz::require(again.ok());
-  fuzz::require(wire::encode(*again) == frame);
+  fuzz::check_round_trip(
+      data, size, [](std::span<const std::uint8_t> body) { return wire::decode(body); },
+      [](const wire::Message& m) { return wire::encode(m); });
   return 0;
 }
