@@ -70,6 +70,17 @@ size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
               "all_to_all_single, barrier");
 }
 
+
+// Submits one reduce-scatter of `in` (world size blocks) into `out`: both
+// reduce_scatter and _reduce_scatter_base end here.
+auto issue_reduce_scatter(at::Tensor in, at::Tensor out, Reduction r) {
+  return [in, out, r](rs_context_t* ctx, const std::string& name, auto& requests) {
+    rs_request_t* req = nullptr;
+    return track(rs_reduce_scatter_async(ctx, name.c_str(), in.data_ptr(), out.data_ptr(), count(out), r.dtype,
+                                         r.op, &req),
+                 req, requests);
+  };
+}
 }  // namespace
 
 ProcessGroupRingsync::ProcessGroupRingsync(rs_context_t* ctx, int rank, int size,
@@ -294,15 +305,8 @@ WorkPtr ProcessGroupRingsync::reduce_scatter(std::vector<at::Tensor>& outputs,
   const at::Tensor flat = flat_like(output, n * size_);
   for (int i = 0; i < size_; ++i) flat.narrow(0, i * n, n).copy_(list[i].reshape({-1}));
   const at::Tensor out = dense(output);
-  return submit(OpType::REDUCE_SCATTER, call, {output}, {output, out, flat},
-                copy_back(output, out),
-                [flat, out, r](rs_context_t* ctx, const std::string& name, auto& requests) {
-                  rs_request_t* req = nullptr;
-                  return track(rs_reduce_scatter_async(ctx, name.c_str(), flat.data_ptr(),
-                                                       out.data_ptr(), count(out), r.dtype,
-                                                       r.op, &req),
-                               req, requests);
-                });
+  return submit(OpType::REDUCE_SCATTER, call, {output}, {output, out, flat}, copy_back(output, out),
+                issue_reduce_scatter(flat, out, r));
 }
 
 WorkPtr ProcessGroupRingsync::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -315,15 +319,8 @@ WorkPtr ProcessGroupRingsync::_reduce_scatter_base(at::Tensor& output, at::Tenso
               ") times the output's ", output.numel());
   const Reduction r = reduction(call, input.scalar_type(), opts.reduceOp);
   const at::Tensor in = dense(input), out = dense(output);
-  return submit(OpType::_REDUCE_SCATTER_BASE, call, {output}, {output, in, out},
-                copy_back(output, out),
-                [in, out, r](rs_context_t* ctx, const std::string& name, auto& requests) {
-                  rs_request_t* req = nullptr;
-                  return track(rs_reduce_scatter_async(ctx, name.c_str(), in.data_ptr(),
-                                                       out.data_ptr(), count(out), r.dtype,
-                                                       r.op, &req),
-                               req, requests);
-                });
+  return submit(OpType::_REDUCE_SCATTER_BASE, call, {output}, {output, in, out}, copy_back(output, out),
+                issue_reduce_scatter(in, out, r));
 }
 
 WorkPtr ProcessGroupRingsync::alltoall_base(at::Tensor& output, at::Tensor& input,
