@@ -1,7 +1,6 @@
 #include "service/metrics_http.h"
 
 #include <algorithm>
-#include <exception>
 #include <list>
 #include <optional>
 
@@ -14,10 +13,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 
-#include <nlohmann/json.hpp>
-
-#include "common/metrics.h"
 #include "common/units.h"
+#include "service/http_answer.h"
 
 namespace ringsync::service {
 
@@ -46,104 +43,11 @@ struct MetricsServerState {
 namespace {
 
 using State = detail::MetricsServerState;
-using Response = http::response<http::string_body>;
+using Response = http_answer::Response;
 
-constexpr std::size_t kBufferLimit = 64 * 1024;         // bytes read ahead on one connection
 constexpr std::size_t kLingerBytes = 64 * 1024;         // unread input drained before closing
 constexpr auto kLingerLimit = std::chrono::seconds(2);  // and for at most this long
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
-
-constexpr std::string_view kIndexPage =
-    "<html><head><title>ringsyncd</title></head><body>\n"
-    "<h1>ringsyncd</h1>\n"
-    "<p><a href=\"/metrics\">Metrics</a> (Prometheus text format)</p>\n"
-    "<p><a href=\"/healthz\">Alive</a> and <a href=\"/readyz\">ready</a></p>\n"
-    "</body></html>\n";
-
-Response make_response(http::status status, unsigned version, bool keep_alive, std::string_view content_type,
-                       std::string body) {
-  Response res{status, version};
-  res.set(http::field::server, "ringsyncd");
-  res.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
-  res.keep_alive(keep_alive);
-  res.body() = std::move(body);
-  res.prepare_payload();
-  return res;
-}
-
-Response respond(State& state, const http::request<http::string_body>& req) {
-  const unsigned version = req.version();
-  const bool keep_alive = req.keep_alive();
-  const beast::string_view target = req.target();
-  std::string_view path(target.data(), target.size());
-  path = path.substr(0, path.find('?'));
-  constexpr std::string_view kText = "text/plain; charset=utf-8";
-
-  if (state.options.post && path.rfind("/v3/", 0) == 0) {
-    if (req.method() != http::verb::post) {
-      Response res = make_response(http::status::method_not_allowed, version, keep_alive, kText,
-                                   "method " + req.method_string().to_string() + " not allowed; use POST\n");
-      res.set(http::field::allow, "POST");
-      return res;
-    }
-    auto answer = state.options.post(path, req.body());
-    if (answer.ok()) return make_response(http::status::ok, version, keep_alive, "application/json", *answer);
-    // etcd's gateway error object: {"error", "code" (gRPC's InvalidArgument), "message"}.
-    const std::string& why = answer.status().message();
-    const nlohmann::json error = {{"error", why}, {"code", 3}, {"message", why}};
-    return make_response(http::status::bad_request, version, keep_alive, "application/json",
-                         error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  }
-  if (path != "/metrics" && path != "/" && path != "/healthz" && path != "/readyz") {
-    return make_response(http::status::not_found, version, keep_alive, kText,
-                         "not found; metrics are at /metrics\n");
-  }
-  const bool head = req.method() == http::verb::head;
-  if (req.method() != http::verb::get && !head) {
-    Response res = make_response(http::status::method_not_allowed, version, keep_alive, kText,
-                                 "method " + req.method_string().to_string() + " not allowed; use GET or HEAD\n");
-    res.set(http::field::allow, "GET, HEAD");
-    return res;
-  }
-
-  Response res;
-  if (path == "/metrics") {
-    try {
-      res = make_response(http::status::ok, version, keep_alive, metrics::kContentType, state.render());
-    } catch (const std::exception& e) {
-      res = make_response(http::status::internal_server_error, version, keep_alive, kText,
-                          std::string("cannot render metrics: ") + e.what() + "\n");
-    }
-  } else if (path == "/healthz") {
-    res = make_response(http::status::ok, version, keep_alive, kText, "ok\n");
-  } else if (path == "/readyz") {
-    const std::string why = state.options.not_ready ? state.options.not_ready() : std::string();
-    res = why.empty() ? make_response(http::status::ok, version, keep_alive, kText, "ready\n")
-                      : make_response(http::status::service_unavailable, version, keep_alive, kText,
-                                      "not ready: " + why + "\n");
-  } else {
-    res = make_response(http::status::ok, version, keep_alive, "text/html; charset=utf-8", std::string(kIndexPage));
-  }
-  // HEAD: the GET response's headers (Content-Length included) without the body.
-  if (head) res.body().clear();
-  return res;
-}
-
-// The answer to a request the parser rejected, or nothing if the connection
-// itself failed (reset, timeout) and there is no one to answer.
-std::optional<Response> rejection(const error_code& ec) {
-  if (ec.category() != http::make_error_code(http::error::bad_method).category()) return std::nullopt;
-  if (ec == http::error::end_of_stream || ec == http::error::partial_message) return std::nullopt;
-  constexpr std::string_view kText = "text/plain; charset=utf-8";
-  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-    return make_response(http::status::request_header_fields_too_large, 11, false, kText,
-                         "request header too large\n");
-  }
-  if (ec == http::error::body_limit) {
-    return make_response(http::status::payload_too_large, 11, false, kText, "request body too large\n");
-  }
-  return make_response(http::status::bad_request, 11, false, kText, "malformed request: " + ec.message() + "\n");
-}
 
 // Half-closes, then reads and discards what the client still sends (bounded),
 // so that closing does not reset the connection before it has read our answer.
@@ -169,17 +73,16 @@ asio::awaitable<void> serve_connection(std::shared_ptr<State> state, tcp::socket
     ~Unregister() { state.connections.erase(it); }
   } unregister{*state, registered};
 
-  beast::flat_buffer buffer(kBufferLimit);
+  beast::flat_buffer buffer(http_answer::kReadAhead);
   for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(std::min<std::size_t>(state->options.header_limit, UINT32_MAX)));
-    parser.body_limit(state->options.body_limit);
+    http_answer::Parser parser;
+    http_answer::limit_parser(parser, state->options);
     error_code ec;
     stream.expires_after(state->options.idle_timeout);
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, ec));
     if (state->stopped) co_return;
     if (ec) {
-      std::optional<Response> answer = rejection(ec);
+      std::optional<Response> answer = http_answer::rejection(ec);
       if (!answer) co_return;  // closed, reset or idle too long: nothing to say
       stream.expires_after(state->options.idle_timeout);
       co_await http::async_write(stream, *answer, asio::redirect_error(asio::use_awaitable, ec));
@@ -187,7 +90,7 @@ asio::awaitable<void> serve_connection(std::shared_ptr<State> state, tcp::socket
       co_return;
     }
 
-    Response res = respond(*state, parser.get());
+    Response res = http_answer::respond(state->options, state->render, parser.get());
     stream.expires_after(state->options.idle_timeout);
     co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || state->stopped) co_return;
