@@ -25,14 +25,14 @@ Result<std::vector<std::uint8_t>> UcxDataPlane::open() {
 }
 
 Result<std::unique_ptr<transport::Transport>> UcxDataPlane::connect(
-    int rank, const std::vector<std::vector<std::uint8_t>>& addresses) {
+    int rank, const std::vector<std::vector<std::uint8_t>>& addresses, std::uint64_t tag_key) {
   if (!context_) return Status::Internal("the UCX endpoint was not opened");
   std::vector<std::vector<std::byte>> peers(addresses.size());
   for (std::size_t r = 0; r < addresses.size(); ++r) {
     peers[r].resize(addresses[r].size());
     std::memcpy(peers[r].data(), addresses[r].data(), addresses[r].size());
   }
-  auto created = transport::UcxTransport::create(std::move(context_), rank, std::move(peers));
+  auto created = transport::UcxTransport::create(std::move(context_), rank, std::move(peers), tag_key);
   if (!created.ok()) return created.status();
   return std::unique_ptr<transport::Transport>(std::move(created).value());
 }

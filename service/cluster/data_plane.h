@@ -21,9 +21,11 @@ class DataPlane {
   // A new endpoint for the next ring; its address, to send to the other nodes.
   virtual Result<std::vector<std::uint8_t>> open() = 0;
   // The ring's transport, node `rank` of addresses.size(), from the endpoint
-  // open() made and every node's address (by node rank).
+  // open() made and every node's address (by node rank). tag_key: what a
+  // keyed job's transport mixes into its message tags so that only the
+  // ring's nodes match them (data_plane_tag_key, peer_auth.h); 0: none.
   virtual Result<std::unique_ptr<transport::Transport>> connect(
-      int rank, const std::vector<std::vector<std::uint8_t>>& addresses) = 0;
+      int rank, const std::vector<std::vector<std::uint8_t>>& addresses, std::uint64_t tag_key) = 0;
 };
 
 // UCX: a UcxContext (context and worker) per ring, then a UcxTransport.
@@ -33,7 +35,7 @@ class UcxDataPlane final : public DataPlane {
   UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus);
   Result<std::vector<std::uint8_t>> open() override;
   Result<std::unique_ptr<transport::Transport>> connect(
-      int rank, const std::vector<std::vector<std::uint8_t>>& addresses) override;
+      int rank, const std::vector<std::vector<std::uint8_t>>& addresses, std::uint64_t tag_key) override;
 
  private:
   transport::UcxOptions options_;

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "service/cluster/control_listener.h"
 #include "service/cluster/local_network.h"
+#include "service/cluster/peer_auth.h"
 #include "service/thread_cpus.h"
 
 namespace ringsync::service::cluster {
@@ -168,7 +169,10 @@ asio::awaitable<void> Membership::formation_loop(std::shared_ptr<Membership> /*k
 
 Status Membership::form(Joined joined) {
   const int n = static_cast<int>(job_.num_nodes);
-  auto transport = data_plane_->connect(static_cast<int>(job_.node_rank), joined.ucx_addresses);
+  // Every node derives the same key from the roster; outsiders cannot.
+  const auto tag_key = data_plane_tag_key(job_.token, job_.id, joined.epoch, joined.ucx_addresses);
+  auto transport = tag_key.ok() ? data_plane_->connect(static_cast<int>(job_.node_rank), joined.ucx_addresses, *tag_key)
+                                : Result<std::unique_ptr<transport::Transport>>(tag_key.status());
   if (!transport.ok()) {
     for (auto& link : joined.workers)
       if (link) link->close(transport.status());

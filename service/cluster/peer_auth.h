@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
+
 namespace ringsync::service::cluster {
 
 inline constexpr std::size_t kAuthNonceBytes = 32;
@@ -43,5 +45,12 @@ std::vector<std::uint8_t> auth_proof(std::string_view key, AuthRole role, const 
 
 // Same length and bytes, in time that does not depend on where they differ.
 bool same_proof(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b);
+
+// The tag key of a keyed job's ring (transport/ucx_tag.h): the first 8
+// bytes of HMAC-SHA256(key, "ringsync-data-tags" | job | epoch | every node's
+// data-plane address), so each node computes it from its roster and it is
+// new for every ring formed; nothing carries it. 0 when the job has no key.
+Result<std::uint64_t> data_plane_tag_key(std::string_view key, std::string_view job_id, std::uint64_t epoch,
+                                         const std::vector<std::vector<std::uint8_t>>& addresses);
 
 }  // namespace ringsync::service::cluster

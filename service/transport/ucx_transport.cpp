@@ -46,8 +46,8 @@ ucp_request_param_t request_param(void* op) {
 
 }  // namespace
 
-UcxTransport::UcxTransport(std::unique_ptr<UcxContext> ucx, int rank, int size)
-    : ucx_(std::move(ucx)), rank_(rank), codec_(size) {
+UcxTransport::UcxTransport(std::unique_ptr<UcxContext> ucx, int rank, int size, std::uint64_t tag_key)
+    : ucx_(std::move(ucx)), rank_(rank), codec_(size, tag_key) {
   peers_.reserve(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) {
     auto peer = std::make_unique<Peer>();
@@ -58,7 +58,8 @@ UcxTransport::UcxTransport(std::unique_ptr<UcxContext> ucx, int rank, int size)
 }
 
 Result<std::unique_ptr<UcxTransport>> UcxTransport::create(std::unique_ptr<UcxContext> ucx, int rank,
-                                                           std::vector<std::vector<std::byte>> addresses) {
+                                                           std::vector<std::vector<std::byte>> addresses,
+                                                           std::uint64_t tag_key) {
   if (ucx == nullptr) return Status::InvalidArgument("UcxTransport needs a UcxContext");
   if (addresses.empty()) return Status::InvalidArgument("a UCX job needs at least one node's address");
   const int size = static_cast<int>(addresses.size());
@@ -72,7 +73,7 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::create(std::unique_ptr<UcxCo
                                      " has no UCX worker address: did its bootstrap complete?");
     }
   }
-  std::unique_ptr<UcxTransport> transport(new UcxTransport(std::move(ucx), rank, size));
+  std::unique_ptr<UcxTransport> transport(new UcxTransport(std::move(ucx), rank, size, tag_key));
   for (int r = 0; r < size; ++r) {
     const auto& address = r == rank ? transport->ucx_->address() : addresses[r];
     RINGSYNC_RETURN_IF_ERROR(transport->connect(r, address));

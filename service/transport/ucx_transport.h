@@ -45,8 +45,10 @@ class UcxTransport final : public Transport {
   // `addresses[r]` is node r's UcxContext::address(), as the control plane
   // exchanged them; size() is addresses.size(). The entry for `rank` itself is
   // not read (this node reaches itself through `ucx`'s own address).
+  // tag_key: XORed into every UCX tag (ucx_tag.h); 0 for a job without a key.
   static Result<std::unique_ptr<UcxTransport>> create(std::unique_ptr<UcxContext> ucx, int rank,
-                                                       std::vector<std::vector<std::byte>> addresses);
+                                                       std::vector<std::vector<std::byte>> addresses,
+                                                       std::uint64_t tag_key = 0);
   // Cancels what is outstanding without running its callbacks (call
   // cancel_all() first to have them run), force-closes the endpoints that
   // disconnect() did not close, and destroys the worker: the other nodes' UCX
@@ -112,7 +114,7 @@ class UcxTransport final : public Transport {
     std::optional<Status> verdict;  // decided here (invalid, peer lost, cancelled)
   };
 
-  UcxTransport(std::unique_ptr<UcxContext> ucx, int rank, int size);
+  UcxTransport(std::unique_ptr<UcxContext> ucx, int rank, int size, std::uint64_t tag_key);
 
   static void on_send_done(void* request, ucs_status_t status, void* user_data);
   static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,

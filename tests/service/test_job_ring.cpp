@@ -35,7 +35,8 @@ class FabricPlane final : public DataPlane {
  public:
   FabricPlane(transport::InProcessFabric& fabric, int rank) : fabric_(fabric), rank_(rank) {}
   Result<std::vector<std::uint8_t>> open() override { return std::vector<std::uint8_t>{static_cast<std::uint8_t>(rank_)}; }
-  Result<std::unique_ptr<transport::Transport>> connect(int rank, const std::vector<std::vector<std::uint8_t>>&) override {
+  Result<std::unique_ptr<transport::Transport>> connect(int rank, const std::vector<std::vector<std::uint8_t>>&,
+                                                        std::uint64_t) override {
     return std::unique_ptr<transport::Transport>(std::make_unique<Borrowed>(fabric_.endpoint(rank)));
   }
 
