@@ -22,10 +22,6 @@ namespace ringsync::test {
 
 using namespace std::chrono_literals;
 
-namespace {
-
-// A loopback port nobody listens on right now. Another process could take it
-// before the daemon binds; rare enough on a test machine, and loud when it happens.
 std::uint16_t free_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error("socket() failed");
@@ -39,6 +35,9 @@ std::uint16_t free_loopback_port() {
   if (!ok) throw std::runtime_error("cannot find a free loopback port");
   return ntohs(addr.sin_port);
 }
+
+namespace {
+
 
 // Exit code, 128 + signal, from a raw wait status.
 int exit_code(int status) {

@@ -41,6 +41,10 @@ struct NodePlace {
   std::vector<std::string> flags;  // this node's own, after the options' extra flags
 };
 
+// A loopback port nobody listens on right now. Another process could take it
+// before the daemon binds; rare enough on a test machine, and loud when it happens.
+std::uint16_t free_loopback_port();
+
 struct ClusterOptions {
   int nodes = 2;
   int local_size = 2;                    // slots per node = local ranks per node
@@ -74,6 +78,8 @@ class ClusterFixture {
   int local_size() const { return options_.local_size; }
   int world_size() const { return options_.nodes * options_.local_size; }
   const std::string& job_id() const { return options_.job_id; }
+  // The pre-configured job's key (--job-token), for tests that look for it on the wire.
+  const std::string& token() const { return token_; }
   std::string control_address(int node) const;  // "host:port"
   const std::string& socket(int node) const { return nodes_[node].socket; }
   const std::string& metrics_host_port(int node) const { return nodes_[node].metrics; }
