@@ -8,11 +8,11 @@
 #include <thread>
 
 #include "common/cpu_list.h"
+#include "common/job_token_file.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "common/wire.h"
 #include "service/cluster/job_spec.h"
-#include "service/job_token_file.h"
 #include "service/route/route.h"
 
 namespace ringsync::service {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "client/src/launcher_env.h"
+#include "common/job_token_file.h"
 
 namespace ringsync::client {
 namespace {
@@ -26,6 +27,7 @@ constexpr const char* kRendezvousEnv = "RINGSYNC_RENDEZVOUS";
 constexpr const char* kMinNodesEnv = "RINGSYNC_MIN_NODES";
 constexpr const char* kMaxNodesEnv = "RINGSYNC_MAX_NODES";
 constexpr const char* kTokenEnv = "RINGSYNC_JOB_TOKEN";
+constexpr const char* kTokenFileEnv = "RINGSYNC_JOB_TOKEN_FILE";
 constexpr const char* kRuntimeDirEnv = "XDG_RUNTIME_DIR";
 
 // The variable's value when it is set and not empty.
@@ -77,8 +79,8 @@ Result<std::optional<int>> resolve_size(const rs_config_t* config, const Environ
 Environment process_environment() {
   Environment env;
   for (const char* name : {kSocketEnv, kJobEnv, kRankEnv, kSizeEnv, kBusyPollEnv, kChannelEnv, kRuntimeDirEnv,
-                           kNodeRankEnv, kNumNodesEnv, kNodesEnv, kRendezvousEnv, kTokenEnv, kMinNodesEnv,
-                           kMaxNodesEnv}) {
+                           kNodeRankEnv, kNumNodesEnv, kNodesEnv, kRendezvousEnv, kTokenEnv, kTokenFileEnv,
+                           kMinNodesEnv, kMaxNodesEnv}) {
     if (const char* value = std::getenv(name)) env[name] = value;
   }
   for (const char* name : launcher_variables())
@@ -133,6 +135,14 @@ Result<Settings> resolve_settings(const rs_config_t* config, const Environment& 
   s.nodes = lookup(env, kNodesEnv).value_or("");
   s.rendezvous = lookup(env, kRendezvousEnv).value_or("");
   s.job_token = lookup(env, kTokenEnv).value_or("");
+  if (auto file = lookup(env, kTokenFileEnv)) {
+    if (!s.job_token.empty())
+      return Status::InvalidArgument(std::string("give the job token with ") + kTokenEnv + " or with " +
+                                     kTokenFileEnv + ", not both");
+    auto token = read_job_token_file(*file);
+    if (!token.ok()) return Status::InvalidArgument(token.status().message() + " (" + kTokenFileEnv + ")");
+    s.job_token = std::move(token).value();
+  }
   if (!s.rendezvous.empty() && s.rendezvous.rfind("etcd://", 0) != 0)
     return Status::InvalidArgument(std::string(kRendezvousEnv) + "='" + s.rendezvous +
                                    "' is not etcd://HOST:PORT[,HOST:PORT]");

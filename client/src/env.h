@@ -37,7 +37,8 @@ struct Settings {
   // The job as the launcher described it (sent in the hello): the node
   // count (0: not said), this node's rank (-1: not said), the daemons'
   // control addresses (RINGSYNC_NODES), a rendezvous (RINGSYNC_RENDEZVOUS)
-  // and the job's token (RINGSYNC_JOB_TOKEN).
+  // and the job's token (RINGSYNC_JOB_TOKEN, or read from the file
+  // RINGSYNC_JOB_TOKEN_FILE names: common/job_token_file.h).
   int num_nodes = 0;
   int node_rank = -1;
   std::string nodes;
@@ -55,7 +56,7 @@ struct Settings {
 
 // RINGSYNC_SOCKET, RINGSYNC_JOB_ID, RINGSYNC_LOCAL_RANK, RINGSYNC_LOCAL_SIZE,
 // RINGSYNC_NODE_RANK, RINGSYNC_NUM_NODES, RINGSYNC_NODES, RINGSYNC_RENDEZVOUS,
-// RINGSYNC_JOB_TOKEN, RINGSYNC_MIN_NODES, RINGSYNC_MAX_NODES, RINGSYNC_BUSY_POLL_US,
+// RINGSYNC_JOB_TOKEN, RINGSYNC_JOB_TOKEN_FILE, RINGSYNC_MIN_NODES, RINGSYNC_MAX_NODES, RINGSYNC_BUSY_POLL_US,
 // RINGSYNC_CHANNEL, XDG_RUNTIME_DIR
 // and the launchers' variables (launcher_env.h) from the process environment
 // (the ones that are set).

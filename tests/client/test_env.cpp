@@ -1,5 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "client/src/env.h"
@@ -170,6 +175,26 @@ TEST_CASE("the job's description: RINGSYNC_NODES, RINGSYNC_NODE_RANK, RINGSYNC_N
   CHECK(s->place_from == "ringsync");
   CHECK(contains(error_of(nullptr, {{"RINGSYNC_NODE_RANK", "2"}, {"RINGSYNC_NUM_NODES", "2"}}), "out of range"));
   CHECK(contains(error_of(nullptr, {{"RINGSYNC_RENDEZVOUS", "redis://x"}}), "etcd://"));
+}
+
+TEST_CASE("auth: the job token from RINGSYNC_JOB_TOKEN_FILE, a file only its owner may read") {
+  char dir[] = "/tmp/ringsync-token-XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  const std::string path = std::string(dir) + "/token";
+  std::ofstream(path) << "k3y-from-file\n";
+  ::chmod(path.c_str(), 0600);
+  auto s = resolve_settings(nullptr, {{"RINGSYNC_NODES", "a:1,b:2"}, {"RINGSYNC_JOB_TOKEN_FILE", path}}, 1000);
+  REQUIRE_MESSAGE(s.ok(), s.status().message());
+  CHECK(s->job_token == "k3y-from-file");
+
+  CHECK(contains(error_of(nullptr, {{"RINGSYNC_JOB_TOKEN", "x"}, {"RINGSYNC_JOB_TOKEN_FILE", path}}), "not both"));
+  ::chmod(path.c_str(), 0644);
+  const std::string open = error_of(nullptr, {{"RINGSYNC_JOB_TOKEN_FILE", path}});
+  CHECK(contains(open, "chmod 600"));
+  CHECK(contains(open, "RINGSYNC_JOB_TOKEN_FILE"));
+  CHECK(contains(error_of(nullptr, {{"RINGSYNC_JOB_TOKEN_FILE", path + ".none"}}), "No such file"));
+  ::unlink(path.c_str());
+  ::rmdir(dir);
 }
 
 TEST_CASE("without ringsync's variables, torchrun's, Open MPI's or Slurm's give the place") {

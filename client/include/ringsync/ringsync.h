@@ -101,7 +101,8 @@ RINGSYNC_API size_t rs_dtype_size(rs_dtype_t dtype) RINGSYNC_NOEXCEPT;
  * is described by the environment: RINGSYNC_NODES (every node's daemon,
  * host:port, in node order) and RINGSYNC_NODE_RANK, or RINGSYNC_NUM_NODES with
  * a rendezvous store (the daemon's --rendezvous or RINGSYNC_RENDEZVOUS; then the
- * call returns once this node has its rank), and RINGSYNC_JOB_TOKEN; without
+ * call returns once this node has its rank), and RINGSYNC_JOB_TOKEN (or
+ * RINGSYNC_JOB_TOKEN_FILE, a file only its owner may read); without
  * RINGSYNC_LOCAL_RANK and RINGSYNC_LOCAL_SIZE, torchrun's, Open MPI's or Slurm's
  * variables give the ranks (docs/cluster.md, "Jobs and membership").
  * Fails with RS_INVALID_ARGUMENT if the rank is taken, the sizes disagree with

@@ -1,4 +1,4 @@
-#include "service/job_token_file.h"
+#include "common/job_token_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace ringsync::service {
+namespace ringsync {
 
 namespace {
 constexpr off_t kMaxTokenBytes = 4096;
@@ -55,4 +55,4 @@ Result<std::string> read_job_token_file(const std::string& path) {
   return token;
 }
 
-}  // namespace ringsync::service
+}  // namespace ringsync
