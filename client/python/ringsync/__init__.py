@@ -11,7 +11,7 @@ A thin ctypes layer over libringsync.so's C ABI (no compiled extension: one pack
 CPython >= 3.9). numpy and torch are optional. See docs/python.md for the reference.
 """
 
-from ._buffers import empty
+from ._empty import empty
 from ._collectives import (allgather, allgather_async, allreduce, allreduce_async, alltoall,
                            alltoall_async, barrier, barrier_async, broadcast, broadcast_async,
                            reduce_scatter, reduce_scatter_async)
