@@ -15,17 +15,17 @@ void* SharedBuffers::add(std::uint32_t buffer_id, shm::Region region, std::size_
   void* base = region.data();
   std::lock_guard lock(mu_);
   const auto key = reinterpret_cast<std::uintptr_t>(base);
-  by_base_.emplace(key, Entry{buffer_id, std::move(region), bytes});
-  base_by_id_[buffer_id] = key;
+  ranges_.by_base.emplace(key, Entry{buffer_id, std::move(region), bytes});
+  ranges_.base_by_id[buffer_id] = key;
   return base;
 }
 
 std::map<std::uintptr_t, SharedBuffers::Entry>::const_iterator SharedBuffers::locate(
     std::uintptr_t ptr) const {
-  auto it = by_base_.upper_bound(ptr);
-  if (it == by_base_.begin()) return by_base_.end();
+  auto it = ranges_.by_base.upper_bound(ptr);
+  if (it == ranges_.by_base.begin()) return ranges_.by_base.end();
   --it;
-  if (ptr - it->first >= it->second.bytes) return by_base_.end();
+  if (ptr - it->first >= it->second.bytes) return ranges_.by_base.end();
   return it;
 }
 
@@ -34,7 +34,7 @@ Result<std::optional<wire::BufferRef>> SharedBuffers::find(const void* ptr,
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   std::lock_guard lock(mu_);
   auto it = locate(p);
-  if (it == by_base_.end()) return std::optional<wire::BufferRef>();
+  if (it == ranges_.by_base.end()) return std::optional<wire::BufferRef>();
   const std::size_t offset = p - it->first;
   if (bytes > it->second.bytes - offset)
     return Status::InvalidArgument(std::to_string(bytes) + " bytes at " + address(p) +
@@ -46,16 +46,12 @@ Result<std::optional<wire::BufferRef>> SharedBuffers::find(const void* ptr,
 
 void SharedBuffers::pin(std::uint32_t buffer_id) {
   std::lock_guard lock(mu_);
-  auto id = base_by_id_.find(buffer_id);
-  if (id != base_by_id_.end()) ++by_base_.at(id->second).pending;
+  ranges_.pin(buffer_id);
 }
 
 void SharedBuffers::unpin(std::uint32_t buffer_id) {
   std::lock_guard lock(mu_);
-  auto id = base_by_id_.find(buffer_id);
-  if (id == base_by_id_.end()) return;
-  Entry& entry = by_base_.at(id->second);
-  if (entry.pending > 0) --entry.pending;
+  ranges_.unpin(buffer_id);
 }
 
 Result<std::uint32_t> SharedBuffers::remove(void* ptr) {
@@ -65,7 +61,7 @@ Result<std::uint32_t> SharedBuffers::remove(void* ptr) {
   {
     std::lock_guard lock(mu_);
     auto it = locate(p);
-    if (it == by_base_.end())
+    if (it == ranges_.by_base.end())
       return Status::InvalidArgument(address(p) +
                                      " is not a buffer from rs_alloc() on this context (or was "
                                      "freed already)");
@@ -77,9 +73,9 @@ Result<std::uint32_t> SharedBuffers::remove(void* ptr) {
           "the shared buffer at " + address(p) + " is used by " +
           std::to_string(it->second.pending) +
           " pending request(s); wait for them (rs_wait) before freeing it");
-    auto node = by_base_.extract(it);
+    auto node = ranges_.by_base.extract(it);
     id = node.mapped().buffer_id;
-    base_by_id_.erase(id);
+    ranges_.base_by_id.erase(id);
     unmap_outside_lock = std::move(node.mapped().region);
   }
   return id;
@@ -87,7 +83,7 @@ Result<std::uint32_t> SharedBuffers::remove(void* ptr) {
 
 std::size_t SharedBuffers::size() const {
   std::lock_guard lock(mu_);
-  return by_base_.size();
+  return ranges_.by_base.size();
 }
 
 }  // namespace ringsync::client

@@ -7,9 +7,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
+#include "client/src/pinned_ranges.h"
 #include "common/shm.h"
 #include "common/status.h"
 #include "common/wire.h"
@@ -49,8 +49,7 @@ class SharedBuffers {
   std::map<std::uintptr_t, Entry>::const_iterator locate(std::uintptr_t ptr) const;
 
   mutable std::mutex mu_;
-  std::map<std::uintptr_t, Entry> by_base_;
-  std::unordered_map<std::uint32_t, std::uintptr_t> base_by_id_;
+  PinnedRanges<Entry> ranges_;
 };
 
 }  // namespace ringsync::client

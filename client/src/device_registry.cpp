@@ -21,8 +21,8 @@ bool same(const DeviceAllocation& a, const DeviceAllocation& b) {
 
 std::optional<std::uint32_t> DeviceRegistry::find(const DeviceAllocation& allocation) const {
   std::lock_guard lock(mu_);
-  auto it = by_base_.find(allocation.base);
-  if (it == by_base_.end() || !same(it->second.allocation, allocation)) return std::nullopt;
+  auto it = ranges_.by_base.find(allocation.base);
+  if (it == ranges_.by_base.end() || !same(it->second.allocation, allocation)) return std::nullopt;
   return it->second.id;
 }
 
@@ -31,22 +31,22 @@ std::vector<std::uint32_t> DeviceRegistry::take_stale(const DeviceAllocation& al
   std::lock_guard lock(mu_);
   const std::uintptr_t end = allocation.base + allocation.bytes;
   // Entries starting before `end` whose range reaches past allocation.base.
-  auto it = by_base_.lower_bound(end);
-  while (it != by_base_.begin()) {
+  auto it = ranges_.by_base.lower_bound(end);
+  while (it != ranges_.by_base.begin()) {
     --it;
     const DeviceAllocation& old = it->second.allocation;
     if (old.base + old.bytes <= allocation.base) break;
     if (same(old, allocation)) continue;
     stale.push_back(it->second.id);
-    base_by_id_.erase(it->second.id);
-    it = by_base_.erase(it);
+    ranges_.base_by_id.erase(it->second.id);
+    it = ranges_.by_base.erase(it);
   }
   return stale;
 }
 
 std::uint32_t DeviceRegistry::next_id() {
   std::lock_guard lock(mu_);
-  while (next_id_ == 0 || base_by_id_.count(next_id_)) ++next_id_;
+  while (next_id_ == 0 || ranges_.base_by_id.count(next_id_)) ++next_id_;
   return next_id_++;
 }
 
@@ -59,18 +59,18 @@ Status DeviceRegistry::too_many() {
 
 Status DeviceRegistry::add(std::uint32_t id, const DeviceAllocation& allocation) {
   std::lock_guard lock(mu_);
-  if (by_base_.size() >= kMaxAllocations) return too_many();
-  by_base_[allocation.base] = Entry{id, allocation, 0};
-  base_by_id_[id] = allocation.base;
+  if (ranges_.by_base.size() >= kMaxAllocations) return too_many();
+  ranges_.by_base[allocation.base] = Entry{id, allocation, 0};
+  ranges_.base_by_id[id] = allocation.base;
   return Status::Ok();
 }
 
 Result<std::uint32_t> DeviceRegistry::remove(const void* ptr) {
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   std::lock_guard lock(mu_);
-  auto it = by_base_.upper_bound(p);
-  if (it != by_base_.begin()) --it;
-  if (it == by_base_.end() || p < it->first || p - it->first >= it->second.allocation.bytes)
+  auto it = ranges_.by_base.upper_bound(p);
+  if (it != ranges_.by_base.begin()) --it;
+  if (it == ranges_.by_base.end() || p < it->first || p - it->first >= it->second.allocation.bytes)
     return Status::InvalidArgument(address(p) +
                                    " is not in a GPU allocation registered on this context");
   if (it->second.pending > 0)
@@ -78,28 +78,24 @@ Result<std::uint32_t> DeviceRegistry::remove(const void* ptr) {
                                    std::to_string(it->second.pending) +
                                    " pending request(s); wait for them (rs_wait) first");
   const std::uint32_t id = it->second.id;
-  base_by_id_.erase(id);
-  by_base_.erase(it);
+  ranges_.base_by_id.erase(id);
+  ranges_.by_base.erase(it);
   return id;
 }
 
 void DeviceRegistry::pin(std::uint32_t id) {
   std::lock_guard lock(mu_);
-  auto base = base_by_id_.find(id);
-  if (base != base_by_id_.end()) ++by_base_.at(base->second).pending;
+  ranges_.pin(id);
 }
 
 void DeviceRegistry::unpin(std::uint32_t id) {
   std::lock_guard lock(mu_);
-  auto base = base_by_id_.find(id);
-  if (base == base_by_id_.end()) return;
-  Entry& entry = by_base_.at(base->second);
-  if (entry.pending > 0) --entry.pending;
+  ranges_.unpin(id);
 }
 
 std::size_t DeviceRegistry::size() const {
   std::lock_guard lock(mu_);
-  return by_base_.size();
+  return ranges_.by_base.size();
 }
 
 }  // namespace ringsync::client

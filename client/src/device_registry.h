@@ -9,10 +9,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "client/src/device_memory.h"
+#include "client/src/pinned_ranges.h"
 #include "common/status.h"
 
 namespace ringsync::client {
@@ -56,8 +56,7 @@ class DeviceRegistry {
   };
 
   mutable std::mutex mu_;
-  std::map<std::uintptr_t, Entry> by_base_;
-  std::unordered_map<std::uint32_t, std::uintptr_t> base_by_id_;
+  PinnedRanges<Entry> ranges_;
   std::uint32_t next_id_ = 1;
 };
 
