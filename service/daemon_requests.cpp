@@ -15,15 +15,6 @@ namespace {
 constexpr std::uint32_t kMaxLocalSize = 4096;
 constexpr std::size_t kMaxTensorName = 4096;
 
-// GPU buffers of a multi-node job reach the ring as one carrier rank per node
-// holding the staged data, the other local ranks without buffers
-// (DeviceStaging::host_contributions); NodeOperation says when it leaves such
-// ranks out.
-template <typename Operation>
-constexpr bool skips_empty_contributions() {
-  return requires { Operation::kSkipsEmptyContributions; };
-}
-
 bool overflows(std::uint64_t count, std::uint64_t elem, std::uint64_t factor = 1) {
   if (elem == 0 || count == 0) return false;
   const std::uint64_t limit = UINT64_MAX / elem / factor;
@@ -306,15 +297,8 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
     ring->local_ready(std::move(**ready));
     return;
   }
-  // GPU buffers go around the ring through host memory: staged first.
-  if constexpr (!skips_empty_contributions<cluster::NodeOperation>()) {
-    return fail(**ready,
-                Status::InvalidArgument("tensor '" + (*ready)->name +
-                                        "': GPU buffers in multi-node jobs need a ringsyncd "
-                                        "whose ring path accepts staged GPU data; pass host "
-                                        "memory, or run one node"),
-                "device");
-  }
+  // GPU buffers go around the ring through host memory: staged first, onto
+  // one carrier rank per node (DeviceStaging::host_contributions).
   Status agreed = check_agreement(**ready);
   if (!agreed.ok()) {
     RS_LOG(warn, "collective") << agreed.message();

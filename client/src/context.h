@@ -88,9 +88,6 @@ class Context {
   // `stream`'s, or (nullptr) all of the buffer's context.
   void set_device_stream(void* stream) { device_stream_.store(stream); }
 
-  // For tests: idle staging buffers kept for reuse.
-  std::size_t idle_staging_buffers() const { return pool_.idle_count(); }
-
  private:
   struct IssuedBuffer {
     std::uint32_t buffer_id = 0;

@@ -53,15 +53,13 @@ struct OperationShape {
 
 class NodeOperation {
  public:
-  // A local rank whose Contribution has no send buffer (nullptr) adds nothing to
-  // the gather, one without a receive buffer gets nothing in the scatter: GPU
-  // buffers of a multi-node job arrive staged on one carrier rank per node
-  // (service/device_staging.h).
-  static constexpr bool kSkipsEmptyContributions = true;
-
   // tensors[t][r] is local rank r's buffers for the t-th tensor, of counts[t]
   // elements (per rank). chunk_bytes: the size of one piece of memory work.
   // buffers: where a ring buffer of its own comes from (nullptr: plain new).
+  // A local rank whose Contribution has no send buffer (nullptr) adds nothing
+  // to the gather, one without a receive buffer gets nothing in the scatter:
+  // GPU buffers of a multi-node job arrive staged on one carrier rank per
+  // node (service/device_staging.h).
   NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
                 std::vector<std::vector<Contribution>> tensors, std::size_t chunk_bytes,
                 StagingBuffers* buffers = nullptr);
