@@ -1,8 +1,9 @@
 #include "service/ring/allgather.h"
 
-#include <vector>
+#include <optional>
 
 #include "service/ring/arguments.h"
+#include "service/ring/ring_pass.h"
 
 namespace ringsync::service::ring {
 
@@ -29,31 +30,22 @@ Status Allgather::plan() {
     const Range own = partition_.segment(r);
     gate()->finished(data_ + own.begin * elem, own.count * elem);
   }
-  std::vector<std::size_t> first_recv(static_cast<std::size_t>(n), 0);
-  std::size_t planned_recvs = 0;
-  for (int s = 0; s < n - 1; ++s) {
-    const auto step = static_cast<std::uint16_t>(options_.first_step + s);
-    // Send segment r-s: this node's own at step 0, afterwards the one that
-    // arrived at step s-1.
-    const int send_segment = ring_index(r - s, n);
-    for (std::size_t k = 0; k < partition_.chunks(send_segment); ++k) {
-      const Range c = partition_.chunk(send_segment, k);
-      const std::size_t after = s == 0 ? 0 : first_recv[static_cast<std::size_t>(s - 1)] + k + 1;
-      plan_send({right, transport::make_tag(options_.sequence, step, static_cast<std::uint16_t>(k)),
-                 data_ + c.begin * elem, c.count * elem, after});
-    }
-    // Receive segment r-s-1 from the left, into place.
-    const int recv_segment = ring_index(r - s - 1, n);
-    first_recv[static_cast<std::size_t>(s)] = planned_recvs;
-    for (std::size_t k = 0; k < partition_.chunks(recv_segment); ++k) {
-      const Range c = partition_.chunk(recv_segment, k);
-      planned_recvs =
-          1 +
-          plan_recv({left,
-                     transport::make_tag(options_.sequence, step, static_cast<std::uint16_t>(k)),
-                     data_ + c.begin * elem, c.count * elem, /*via_scratch=*/false, /*final=*/true});
-    }
-  }
+  const auto tag = [&](const RingChunk& c) {
+    return transport::make_tag(options_.sequence, static_cast<std::uint16_t>(options_.first_step + c.step), c.index);
+  };
+  plan_ring_pass(
+      r, n, partition_, /*shift=*/0,
+      // Send segment r-s: this node's own at step 0, afterwards the one that
+      // arrived at step s-1.
+      [&](const RingChunk& c, std::optional<PlannedRecv> forwards) {
+        const Send send{right, tag(c), data_ + c.range.begin * elem, c.range.count * elem};
+        forwards ? plan_send(send, *forwards) : plan_send(send);
+      },
+      // Receive segment r-s-1 from the left, into place: a final result.
+      [&](const RingChunk& c) {
+        return plan_recv(
+            {left, tag(c), data_ + c.range.begin * elem, c.range.count * elem, /*via_scratch=*/false, /*final=*/true});
+      });
   return Status::Ok();
 }
 

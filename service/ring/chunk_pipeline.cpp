@@ -40,9 +40,14 @@ const Status& ChunkPipeline::status() const { return ledger_->failure; }
 
 void ChunkPipeline::plan_send(const Send& send) { sends_.push_back(send); }
 
-std::size_t ChunkPipeline::plan_recv(const Recv& recv) {
+void ChunkPipeline::plan_send(Send send, PlannedRecv forwards) {
+  send.after_landed = forwards.index + 1;
+  sends_.push_back(send);
+}
+
+PlannedRecv ChunkPipeline::plan_recv(const Recv& recv) {
   recvs_.push_back(recv);
-  return recvs_.size() - 1;
+  return PlannedRecv{recvs_.size() - 1};
 }
 
 void ChunkPipeline::land(std::size_t, const Recv&, const std::byte*) {}

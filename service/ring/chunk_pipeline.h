@@ -34,6 +34,12 @@
 
 namespace ringsync::service::ring {
 
+// A planned receive, as plan_recv() returns it: a send that forwards its data
+// names it, and goes once it has landed.
+struct PlannedRecv {
+  std::size_t index = 0;  // in plan order
+};
+
 class ChunkPipeline : public Task {
  public:
   // Plans (see plan()) and posts the first operations, with at most `window`
@@ -75,8 +81,10 @@ class ChunkPipeline : public Task {
   // an error refuses the task (nothing is posted).
   virtual Status plan() = 0;
   void plan_send(const Send& send);
-  // Returns the receive's index in plan order.
-  std::size_t plan_recv(const Recv& recv);
+  // A send that forwards what `forwards` received: posted once it has landed
+  // (and every receive planned before it).
+  void plan_send(Send send, PlannedRecv forwards);
+  PlannedRecv plan_recv(const Recv& recv);
 
   // Called for every receive, in plan order, once its data is in: `scratch`
   // holds it when recv.via_scratch, otherwise it is null and the data is

@@ -1,9 +1,11 @@
 #include "service/ring/reduce_scatter.h"
 
-#include <vector>
+#include <cstdint>
+#include <optional>
 
 #include "common/reduce.h"
 #include "service/ring/arguments.h"
+#include "service/ring/ring_pass.h"
 
 namespace ringsync::service::ring {
 
@@ -29,35 +31,27 @@ Status ReduceScatter::plan() {
   const std::size_t elem = dtype_size(dtype_);
   const int right = ring_index(r + 1, n);
   const int left = ring_index(r - 1, n);
-  // first_recv[s]: index of step s's first receive, so a send can name the
-  // receive whose result it forwards.
-  std::vector<std::size_t> first_recv(static_cast<std::size_t>(n), 0);
-  std::size_t planned_recvs = 0;
-  for (int s = 0; s < n - 1; ++s) {
-    const auto step = static_cast<std::uint16_t>(options_.first_step + s);
-    // Send segment r-s-1: this node's own data at step 0, afterwards the
-    // partial result received and reduced at step s-1.
-    const int send_segment = ring_index(r - s - 1, n);
-    for (std::size_t k = 0; k < partition_.chunks(send_segment); ++k) {
-      const Range c = partition_.chunk(send_segment, k);
-      const std::size_t after = s == 0 ? 0 : first_recv[static_cast<std::size_t>(s - 1)] + k + 1;
-      plan_send({right, transport::make_tag(options_.sequence, step, static_cast<std::uint16_t>(k)),
-                 data_ + c.begin * elem, c.count * elem, after, /*own_input=*/s == 0});
-    }
-    // Receive segment r-s-2 from the left and reduce it into place.
-    const int recv_segment = ring_index(r - s - 2, n);
-    first_recv[static_cast<std::size_t>(s)] = planned_recvs;
-    for (std::size_t k = 0; k < partition_.chunks(recv_segment); ++k) {
-      const Range c = partition_.chunk(recv_segment, k);
-      planned_recvs =
-          1 +
-          plan_recv({left,
-                     transport::make_tag(options_.sequence, step, static_cast<std::uint16_t>(k)),
-                     data_ + c.begin * elem, c.count * elem, /*via_scratch=*/true});
-    }
-  }
-  // The last step's receives complete this node's segment.
-  last_step_first_recv_ = n >= 2 ? first_recv[static_cast<std::size_t>(n - 2)] : 0;
+  const auto tag = [&](const RingChunk& c) {
+    return transport::make_tag(options_.sequence, static_cast<std::uint16_t>(options_.first_step + c.step), c.index);
+  };
+  last_step_first_recv_ = SIZE_MAX;
+  plan_ring_pass(
+      r, n, partition_, /*shift=*/-1,
+      // Send segment r-s-1: this node's own data at step 0, afterwards the
+      // partial result received and reduced at step s-1.
+      [&](const RingChunk& c, std::optional<PlannedRecv> forwards) {
+        const Send send{right, tag(c), data_ + c.range.begin * elem, c.range.count * elem, 0,
+                        /*own_input=*/forwards == std::nullopt};
+        forwards ? plan_send(send, *forwards) : plan_send(send);
+      },
+      // Receive segment r-s-2 into scratch; land() reduces it into place. The
+      // last step's receives complete this node's segment.
+      [&](const RingChunk& c) {
+        const PlannedRecv planned =
+            plan_recv({left, tag(c), data_ + c.range.begin * elem, c.range.count * elem, /*via_scratch=*/true});
+        if (c.step == n - 2 && c.index == 0) last_step_first_recv_ = planned.index;
+        return planned;
+      });
 
   // With one node the buffer is already the whole reduction; avg still divides.
   if (n == 1 && op_ == ReduceOp::kAvg) reduce::divide(data_, partition_.count(), dtype_, divisor_);

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "common/dtype.h"
 #include "service/ring/chunk_pipeline.h"
@@ -45,7 +46,7 @@ class ReduceScatter : public ChunkPipeline {
   std::size_t divisor_;
   RingOptions options_;
   Partition partition_;
-  std::size_t last_step_first_recv_ = 0;  // receives from here on complete this node's segment
+  std::size_t last_step_first_recv_ = SIZE_MAX;  // receives from here on complete this node's segment
 };
 
 }  // namespace ringsync::service::ring
