@@ -283,9 +283,54 @@ class ConfigParser {
       if (source == "default") return Status::Internal("tunable table: " + message);
       return Status::InvalidArgument(message);
     }
+    RINGSYNC_RETURN_IF_ERROR(check_bounds(t, v, text, source));
     v.text = text;
     v.source = std::move(source);
     return Status::Ok();
+  }
+
+  // The value against the tunable's min and max (parsed as its kind).
+  static Status check_bounds(const Tunable& t, const Config::Value& v, const std::string& text,
+                             const std::string& source) {
+    if (t.min.empty() && t.max.empty()) return Status::Ok();
+    // -1 below, 0 within, 1 above the bound `bound` (low: a min).
+    auto compare = [&](const std::string& bound) -> Result<int> {
+      switch (t.kind) {
+        case Kind::kInt: {
+          auto b = units::parse_int(bound);
+          if (!b.ok()) return b.status();
+          return v.integer < *b ? -1 : v.integer > *b ? 1 : 0;
+        }
+        case Kind::kBytes: {
+          auto b = units::parse_bytes(bound);
+          if (!b.ok()) return b.status();
+          return v.bytes < *b ? -1 : v.bytes > *b ? 1 : 0;
+        }
+        case Kind::kDuration: {
+          auto b = units::parse_duration(bound);
+          if (!b.ok()) return b.status();
+          return v.duration < *b ? -1 : v.duration > *b ? 1 : 0;
+        }
+        default:
+          return Status::InvalidArgument("only int, bytes and duration tunables have bounds");
+      }
+    };
+    bool outside = false;
+    for (const std::string* bound : {&t.min, &t.max}) {
+      if (bound->empty()) continue;
+      auto side = compare(*bound);
+      if (!side.ok())
+        return Status::Internal("tunable table: bound '" + *bound + "' of " + t.name + ": " + side.status().message());
+      outside = outside || (bound == &t.min ? *side < 0 : *side > 0);
+    }
+    if (!outside) return Status::Ok();
+    const std::string range = t.max.empty()   ? "at least " + t.min
+                              : t.min.empty() ? "at most " + t.max
+                                              : "between " + t.min + " and " + t.max;
+    const std::string message = t.name + " must be " + range + ", got '" + text + "' (" + flag_name(t.name) +
+                                " from " + source + ")";
+    if (source == "default") return Status::Internal("tunable table: " + message);
+    return Status::InvalidArgument(message);
   }
 
   Config c_;

@@ -48,6 +48,11 @@ struct Tunable {
   std::string default_value;  // in the same form a user would type; checked by parse()
   std::string unit;           // shown in the help: "bytes", "seconds", "threads"
   std::string help;           // one or two sentences: what it does, what the default means
+  // Bounds of an int, bytes or duration tunable, inclusive, typed as a user
+  // would ("1", "4KiB", "10ms"); "" for none. parse() refuses a value outside
+  // them, naming both, and --help shows them.
+  std::string min = "";
+  std::string max = "";
 };
 
 // The environment variable for the config file.

@@ -86,6 +86,8 @@ std::string Config::help_text(std::string_view program, std::string_view summary
     wrap(out, t.help);
     std::string facts = "env " + env_name(t.name) + "; default: " + shown(t.default_value);
     if (!t.unit.empty()) facts += "; unit: " + t.unit;
+    if (!t.min.empty() || !t.max.empty())
+      facts += "; " + (t.max.empty() ? "at least " + t.min : t.min.empty() ? "at most " + t.max : t.min + " to " + t.max);
     wrap(out, facts);
   }
   out << "  --config PATH\n";

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
 #include <thread>
 
 #include "common/cpu_list.h"
@@ -107,24 +106,16 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
     return Status::InvalidArgument("peer-timeout must be at least twice heartbeat-interval, or a healthy "
                                    "peer would be declared lost" + from(cfg, "peer-timeout"));
   c.cycle_time = cfg.get_duration("cycle-time");
-  if (c.cycle_time.count() < 0 || c.cycle_time > std::chrono::seconds(1))
-    return Status::InvalidArgument("cycle-time must be between 0 and 1s" + from(cfg, "cycle-time"));
   c.fusion_threshold_bytes = cfg.get_bytes("fusion-threshold");
-  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "inline-bytes", 0, kMaxInlineBytes, c.inline_bytes));
+  c.inline_bytes = cfg.get_bytes("inline-bytes");
   {
     auto limit = route::halving_doubling_limit(cfg.get_string("algorithm"), cfg.get_bytes("rhd-max-bytes"));
     if (!limit.ok()) return Status::InvalidArgument(limit.status().message() + from(cfg, "algorithm"));
     c.halving_doubling_bytes = *limit;
   }
-  const std::int64_t cache = cfg.get_int("response-cache");
-  if (cache < 0 || cache > (1 << 20))
-    return Status::InvalidArgument("response-cache must be between 0 and 1048576" + from(cfg, "response-cache"));
-  c.response_cache_capacity = static_cast<std::size_t>(cache);
-  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "ring-chunk-bytes", 4096, std::uint64_t{1} << 30, c.ring_chunk_bytes));
-  const std::int64_t window = cfg.get_int("ring-window");
-  if (window < 1 || window > 64)
-    return Status::InvalidArgument("ring-window must be between 1 and 64" + from(cfg, "ring-window"));
-  c.ring_window = static_cast<std::uint32_t>(window);
+  c.response_cache_capacity = static_cast<std::size_t>(cfg.get_int("response-cache"));
+  c.ring_chunk_bytes = cfg.get_bytes("ring-chunk-bytes");
+  c.ring_window = static_cast<std::uint32_t>(cfg.get_int("ring-window"));
   c.gpu_staging_chunk_bytes = cfg.get_bytes("gpu-staging-chunk");
   if (c.gpu_staging_chunk_bytes != 0)
     RINGSYNC_RETURN_IF_ERROR(
@@ -135,10 +126,8 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
                                    from(cfg, "rendezvous"));
   c.advertise_address = cfg.get_string("advertise-address");
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "rendezvous-timeout", c.rendezvous_timeout));
-  RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "rendezvous-lease", c.rendezvous_lease));
+  c.rendezvous_lease = cfg.get_duration("rendezvous-lease");
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "elastic-timeout", c.elastic_timeout));
-  if (c.rendezvous_lease < std::chrono::seconds(1))
-    return Status::InvalidArgument("rendezvous-lease must be at least 1s" + from(cfg, "rendezvous-lease"));
   c.ucx_transports = cfg.get_string("ucx-transports");
   c.ucx_net_devices = cfg.get_string("ucx-net-devices");
   c.timeline_path = cfg.get_string("timeline");
@@ -167,12 +156,16 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"stall-warning", Kind::kDuration, "60s", "seconds",
        "The stall inspector reports the ranks and tensors still missing after this long."},
       {"max-frame-bytes", Kind::kBytes, "64KiB", "bytes",
-       "Largest control message a client may send; larger frames are rejected."},
+       "Largest control message a client may send; larger frames are rejected.",
+       units::format_bytes(kMinFrameBytes), units::format_bytes(wire::kMaxFrameBytes)},
       {"max-client-buffer-bytes", Kind::kBytes, "64GiB", "bytes",
-       "Total shared memory one client may allocate for its buffers."},
-      {"reduce-threads", Kind::kInt, "0", "threads", "Threads that sum local buffers; 0 means one per core."},
+       "Total shared memory one client may allocate for its buffers.",
+       units::format_bytes(kMinClientBufferBytes), ""},
+      {"reduce-threads", Kind::kInt, "0", "threads", "Threads that sum local buffers; 0 means one per core.",
+       "0", std::to_string(kMaxReduceThreads)},
       {"reduce-chunk-bytes", Kind::kBytes, "1MiB", "bytes",
-       "Granularity of the work split across reduce threads (at least 4KiB, a multiple of 64)."},
+       "Granularity of the work split across reduce threads (a multiple of 64).",
+       units::format_bytes(kMinChunkBytes), ""},
       {"ready-file", Kind::kPath, "", "",
        "When set, written once the daemon is listening, with lines socket=PATH and metrics=HOST:PORT."},
       {"log-level", Kind::kString, "info", "", "Most verbose log level written: error, warn, info, debug, trace."},
@@ -183,7 +176,7 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"busy-poll", Kind::kDuration, "100us", "seconds",
        "After a small collective's events (64KiB or less) the control loop, and after its last task "
        "the ring's thread, poll instead of sleeping for this long, which saves a wake-up per step; "
-       "0 turns it off."},
+       "0 turns it off.", "0", "10ms"},
       {"control-cpus", Kind::kString, "", "",
        "CPUs the control thread runs on (it busy-polls trainers and peers after small collectives), "
        "as taskset -c writes them: 3 or 2-3,6. A core no trainer uses answers small collectives "
@@ -222,7 +215,7 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "How long one request to the rendezvous store may take before it counts as failed."},
       {"rendezvous-lease", Kind::kDuration, "10s", "seconds",
        "How long a node's registration in the rendezvous store outlives its daemon (a crashed daemon's "
-       "place frees after this)."},
+       "place frees after this).", "1s", ""},
       {"elastic-timeout", Kind::kDuration, "60s", "seconds",
        "An elastic job (RINGSYNC_MIN_NODES) with fewer nodes than its minimum waits this long for more, then "
        "fails with a clear error."},
@@ -232,10 +225,11 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"rank-liveness-timeout", Kind::kDuration, "30s", "seconds",
        "A rank whose process is stopped (SIGSTOP, a debugger), or that stops answering while it waits for "
        "a collective, this long fails its job on every node; 0 turns the check off."},
-      {"max-jobs", Kind::kInt, "64", "jobs", "Jobs served at once; a hello for one more is refused."},
-      {"max-job-ranks", Kind::kInt, "4096", "ranks", "Ranks of one job on this node (its local size)."},
+      {"max-jobs", Kind::kInt, "64", "jobs", "Jobs served at once; a hello for one more is refused.", "1", "65536"},
+      {"max-job-ranks", Kind::kInt, "4096", "ranks", "Ranks of one job on this node (its local size).", "1", "4096"},
       {"max-job-buffer-bytes", Kind::kBytes, "256GiB", "bytes",
-       "Shared memory all ranks of one job on this node may allocate together."},
+       "Shared memory all ranks of one job on this node may allocate together.",
+       units::format_bytes(kMinClientBufferBytes), ""},
       {"max-kept-state-bytes", Kind::kBytes, "16GiB", "bytes",
        "Committed states trainers keep in this daemon (ringsync.elastic), all jobs together; 0 keeps none."},
       {"kept-state-linger", Kind::kDuration, "10m", "seconds",
@@ -253,14 +247,14 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"peer-timeout", Kind::kDuration, "5s", "seconds",
        "A peer daemon silent for this long is lost: the job's collectives fail with 'peer lost'."},
       {"cycle-time", Kind::kDuration, "1ms", "seconds",
-       "Negotiation cycle: tensors that become ready within one cycle are planned (and fused) together."},
+       "Negotiation cycle: tensors that become ready within one cycle are planned (and fused) together.", "0", "1s"},
       {"fusion-threshold", Kind::kBytes, "128MiB", "bytes",
        "Ready allreduces of one dtype and op are fused into one ring operation up to this size; 0 "
        "disables fusion."},
       {"inline-bytes", Kind::kBytes, "32KiB", "bytes",
        "Allreduces up to this size skip the ring: up to x 2/(N(N-1)) the nodes exchange their local "
        "reductions directly, up to x 2/N node 0 sends the result with the plan; 0 always runs the "
-       "ring. The same on every node."},
+       "ring. The same on every node.", "0", units::format_bytes(kMaxInlineBytes)},
       {"algorithm", Kind::kString, "auto", "",
        "How allreduces move between nodes: auto (recursive halving-doubling up to --rhd-max-bytes, the "
        "pipelined ring above), ring, or rhd (halving-doubling at every size). The same on every node."},
@@ -268,9 +262,10 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "With --algorithm auto: the largest allreduce (after fusion) that goes by halving-doubling "
        "(fewer steps: 2 log2 N instead of 2(N-1)); larger ones take the ring."},
       {"response-cache", Kind::kInt, "1024", "tensors",
-       "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it."},
-      {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons."},
-      {"ring-window", Kind::kInt, "4", "chunks", "Ring chunks in flight each way."},
+       "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it.", "0", "1048576"},
+      {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons.",
+       "4KiB", "1GiB"},
+      {"ring-window", Kind::kInt, "4", "chunks", "Ring chunks in flight each way.", "1", "64"},
       {"gpu-staging-chunk", Kind::kBytes, "4MiB", "bytes",
        "An allreduce of GPU buffers (1 MiB or more) across nodes goes through host memory in copies of "
        "up to this size that overlap the ring; 0 copies whole buffers before and after the ring instead."},
@@ -318,8 +313,6 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "stall-warning", d.stall_warning));
   RINGSYNC_RETURN_IF_ERROR(positive_duration(cfg, "handshake-timeout", d.client_handshake_timeout));
   d.busy_poll = cfg.get_duration("busy-poll");
-  if (d.busy_poll.count() < 0 || d.busy_poll > std::chrono::milliseconds(10))
-    return Status::InvalidArgument("busy-poll must be between 0 and 10ms" + from(cfg, "busy-poll"));
   d.cluster.busy_poll = d.busy_poll;
   const std::string channel = cfg.get_string("client-channel");
   if (channel != "shm" && channel != "socket")
@@ -334,12 +327,9 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
     d.control_cpus = std::move(parsed).value();
   }
 
-  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-frame-bytes", kMinFrameBytes, wire::kMaxFrameBytes,
-                                          d.max_frame_bytes));
-  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-client-buffer-bytes", kMinClientBufferBytes,
-                                          std::numeric_limits<std::uint64_t>::max(), d.max_client_buffer_bytes));
-  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "reduce-chunk-bytes", kMinChunkBytes,
-                                          std::numeric_limits<std::uint64_t>::max(), d.reduce_chunk_bytes));
+  d.max_frame_bytes = cfg.get_bytes("max-frame-bytes");
+  d.max_client_buffer_bytes = cfg.get_bytes("max-client-buffer-bytes");
+  d.reduce_chunk_bytes = cfg.get_bytes("reduce-chunk-bytes");
   if (d.reduce_chunk_bytes % kChunkAlignment != 0) {
     return Status::InvalidArgument("reduce-chunk-bytes must be a multiple of 64 bytes so that no element or cache "
                                    "line is split between threads, got '" + cfg.get_string("reduce-chunk-bytes") +
@@ -347,11 +337,6 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   }
 
   const std::int64_t threads = cfg.get_int("reduce-threads");
-  if (threads < 0 || threads > kMaxReduceThreads) {
-    return Status::InvalidArgument("reduce-threads must be between 0 (one per core) and " +
-                                   std::to_string(kMaxReduceThreads) + ", got " + std::to_string(threads) +
-                                   from(cfg, "reduce-threads"));
-  }
   d.reduce_threads = threads > 0 ? static_cast<int>(threads)
                                  : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 
@@ -365,22 +350,10 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   d.log_subsys = filter.value().to_string();
 
   d.rank_liveness_timeout = cfg.get_duration("rank-liveness-timeout");
-  if (d.rank_liveness_timeout.count() < 0)
-    return Status::InvalidArgument("rank-liveness-timeout must be 0 (off) or longer" +
-                                   from(cfg, "rank-liveness-timeout"));
-  const std::int64_t jobs = cfg.get_int("max-jobs");
-  if (jobs < 1 || jobs > 65536)
-    return Status::InvalidArgument("max-jobs must be between 1 and 65536" + from(cfg, "max-jobs"));
-  d.max_jobs = static_cast<std::size_t>(jobs);
-  const std::int64_t ranks = cfg.get_int("max-job-ranks");
-  if (ranks < 1 || ranks > 4096)
-    return Status::InvalidArgument("max-job-ranks must be between 1 and 4096" + from(cfg, "max-job-ranks"));
-  d.max_job_ranks = static_cast<std::uint32_t>(ranks);
-  RINGSYNC_RETURN_IF_ERROR(bytes_in_range(cfg, "max-job-buffer-bytes", kMinClientBufferBytes,
-                                          std::numeric_limits<std::uint64_t>::max(), d.max_job_buffer_bytes));
+  d.max_jobs = static_cast<std::size_t>(cfg.get_int("max-jobs"));
+  d.max_job_ranks = static_cast<std::uint32_t>(cfg.get_int("max-job-ranks"));
+  d.max_job_buffer_bytes = cfg.get_bytes("max-job-buffer-bytes");
   d.job_metrics_linger = cfg.get_duration("job-metrics-linger");
-  if (d.job_metrics_linger.count() < 0)
-    return Status::InvalidArgument("job-metrics-linger must be 0 or longer" + from(cfg, "job-metrics-linger"));
   d.max_kept_state_bytes = cfg.get_bytes("max-kept-state-bytes");
   d.serve_rendezvous = cfg.get_string("serve-rendezvous");
   if (const std::string rate = cfg.get_string("link-rate"); !rate.empty()) {
@@ -392,8 +365,6 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
     d.link_rate_bytes_per_second = *parsed;
   }
   d.kept_state_linger = cfg.get_duration("kept-state-linger");
-  if (d.kept_state_linger.count() < 0)
-    return Status::InvalidArgument("kept-state-linger must be 0 or longer" + from(cfg, "kept-state-linger"));
 
   RINGSYNC_RETURN_IF_ERROR(cluster_config_from(cfg, d.cluster));
   return d;

@@ -288,6 +288,42 @@ TEST_CASE("a broken table is an internal error, not a user error") {
   CHECK(bad_name.status().message() == "tunable table: 'Max_Size' is not a lower-case dashed name");
 }
 
+TEST_CASE("bounds: a value outside min..max is refused naming both, from any source; a bad bound is the table's") {
+  const std::vector<Tunable> bounded = {{"window", Kind::kInt, "4", "chunks", "In flight.", "1", "64"},
+                                        {"chunk", Kind::kBytes, "512KiB", "bytes", "A message.", "4KiB", ""},
+                                        {"poll", Kind::kDuration, "100us", "seconds", "Spin.", "", "10ms"}};
+  auto ok = parse({"--window=64", "--chunk=4K", "--poll=0"}, {}, bounded);
+  REQUIRE_MESSAGE(ok.ok(), ok.status().message());
+  CHECK(ok->get_int("window") == 64);
+
+  auto above = parse({"--window=65"}, {}, bounded);
+  REQUIRE_FALSE(above.ok());
+  CHECK(above.status().code() == StatusCode::kInvalidArgument);
+  CHECK(above.status().message() == "window must be between 1 and 64, got '65' (--window from flag)");
+  CHECK(parse({"--window=0"}, {}, bounded).status().message() ==
+        "window must be between 1 and 64, got '0' (--window from flag)");
+  CHECK(parse({}, {{"RINGSYNC_CHUNK", "1K"}}, bounded).status().message() ==
+        "chunk must be at least 4KiB, got '1K' (--chunk from env RINGSYNC_CHUNK)");
+  CHECK(parse({"--poll=11ms"}, {}, bounded).status().message() ==
+        "poll must be at most 10ms, got '11ms' (--poll from flag)");
+
+  auto bad_default = parse({}, {}, {{"window", Kind::kInt, "0", "", "", "1", "64"}});
+  CHECK(bad_default.status().code() == StatusCode::kInternal);
+  CHECK(contains(bad_default.status().message(), "tunable table: window must be between 1 and 64, got '0'"));
+  auto bad_bound = parse({}, {}, {{"window", Kind::kInt, "4", "", "", "one", ""}});
+  CHECK(bad_bound.status().code() == StatusCode::kInternal);
+  CHECK(contains(bad_bound.status().message(), "tunable table: bound 'one' of window"));
+  auto unbounded_kind = parse({}, {}, {{"name", Kind::kString, "x", "", "", "a", ""}});
+  CHECK(unbounded_kind.status().code() == StatusCode::kInternal);
+
+  auto cfg = parse({}, {}, bounded);
+  REQUIRE(cfg.ok());
+  const std::string help = cfg->help_text("prog", "Does things.");
+  CHECK(contains(help, "default: 4; unit: chunks; 1 to 64"));
+  CHECK(contains(help, "unit: bytes; at least 4KiB"));
+  CHECK(contains(help, "unit: seconds; at most 10ms"));
+}
+
 TEST_CASE("help lists every tunable with its flag, variable, default, unit and help") {
   auto cfg = parse({});
   REQUIRE(cfg.ok());
