@@ -173,6 +173,20 @@ class Regime:
     def present(self):
         return [(k, label) for k, label in SYSTEMS if self.rows[k]]
 
+    def median_us(self, key, size):
+        return self.rows[key].get(size, (None,) * 4)[3]
+
+    def versus_best_peer(self, size):
+        """(ringsync's median time / the fastest other system's, that system's label)
+        at `size`, or None when ringsync or every peer lacks the size."""
+        mine = self.median_us("ringsync", size)
+        peers = [(self.median_us(k, size), label) for k, label in self.present()
+                 if k != "ringsync" and self.median_us(k, size)]
+        if not mine or not peers:
+            return None
+        best, label = min(peers)
+        return mine / best, label
+
 
 def status_lines(regime):
     lines = []
@@ -264,14 +278,27 @@ def collective_markdown(regime):
         cells.append(fmt(regime.bound_us(s, regime.n), 4))
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
-    out.append(f"median time per {c} (us; each rank's median iteration, the slowest rank's):")
+    out.append(f"median time per {c} (us; each rank's median iteration, the slowest rank's), "
+               "and ringsync's time over the fastest peer's at that size (below 1: ringsync is faster):")
     out.append("")
-    out.append("| size | " + " | ".join(labels) + " |")
-    out.append("|---:|" + "---:|" * len(labels))
+    compared = "ringsync" in dict(present) and len(present) > 1
+    out.append("| size | " + " | ".join(labels) + (" | ringsync / best peer |" if compared else " |"))
+    out.append("|---:|" + "---:|" * (len(labels) + (1 if compared else 0)))
+    slower = []
     for s in regime.sizes:
-        cells = [fmt(regime.rows[k].get(s, (None,) * 4)[3], 4) for k, _ in present]
+        cells = [fmt(regime.median_us(k, s), 4) for k, _ in present]
+        if compared:
+            versus = regime.versus_best_peer(s)
+            cells.append(f"{versus[0]:.2f} ({versus[1]})" if versus else "")
+            if versus and versus[0] > 1:
+                slower.append(f"{human(s)} ({versus[0]:.2f}x {versus[1]})")
         out.append(f"| {human(s)} | " + " | ".join(cells) + " |")
     out.append("")
+    if compared:
+        measured = sum(1 for s in regime.sizes if regime.versus_best_peer(s))
+        out.append(f"ringsync no slower than the best peer at {measured - len(slower)} of {measured} sizes" +
+                   (f"; slower at {', '.join(slower)}." if slower else "."))
+        out.append("")
     return out
 
 def cell(v):
