@@ -16,4 +16,14 @@ std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc = 0)
 // The same by lookup table alone (what CPUs without SSE4.2 run), for tests.
 std::uint32_t crc32c_portable(const void* data, std::size_t bytes, std::uint32_t crc = 0);
 
+// A checksum of large buffers about three times as fast as crc32c() (the
+// instruction's latency, not its throughput, bounds one CRC): the buffer is
+// cut into kStripes stripes of equal whole 8-byte words (the last takes the
+// rest), each stripe's CRC-32C is computed in one interleaved pass, and the
+// result is the CRC-32C of those CRCs (4 bytes each, little-endian, in
+// order), continuing from `crc`. Buffers under kStripedMinBytes: crc32c().
+inline constexpr std::size_t kStripes = 3;
+inline constexpr std::size_t kStripedMinBytes = 4096;
+std::uint32_t crc32c_striped(const void* data, std::size_t bytes, std::uint32_t crc = 0);
+
 }  // namespace ringsync

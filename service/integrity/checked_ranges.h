@@ -32,7 +32,8 @@ struct ByteRange {
 // collective `sequence`: ascending, disjoint; none for off or an empty result.
 std::vector<ByteRange> checked_ranges(VerifyResults mode, std::size_t result_bytes, std::uint32_t sequence);
 
-// The CRC-32C of the ranges' bytes, in order.
+// A CRC-32C digest of the ranges' bytes, in order (crc32c_striped over each,
+// each continuing from the one before).
 std::uint32_t result_digest(const std::byte* result, const std::vector<ByteRange>& ranges);
 
 }  // namespace ringsync::service::integrity

@@ -57,3 +57,34 @@ TEST_CASE("integrity: crc32c sees a single flipped bit anywhere") {
     }
   }
 }
+
+TEST_CASE("integrity: crc32c_striped is the CRC of its stripes' CRCs, and sees a flipped bit in any stripe") {
+  using ringsync::crc32c_striped;
+  using ringsync::kStripedMinBytes;
+  std::mt19937 gen(11);
+  for (std::size_t n : {std::size_t{0}, std::size_t{100}, kStripedMinBytes - 1, kStripedMinBytes,
+                        kStripedMinBytes + 5, std::size_t{1000003}}) {
+    CAPTURE(n);
+    std::vector<unsigned char> data(n);
+    for (auto& b : data) b = static_cast<unsigned char>(gen());
+    const std::uint32_t seed = 0x1234u;
+    std::uint32_t want = crc32c_portable(data.data(), n, seed);
+    if (n >= kStripedMinBytes) {
+      const std::size_t stripe = n / 3 / 8 * 8;
+      const std::uint32_t parts[3] = {crc32c_portable(data.data(), stripe),
+                                      crc32c_portable(data.data() + stripe, stripe),
+                                      crc32c_portable(data.data() + 2 * stripe, n - 2 * stripe)};
+      unsigned char packed[12];
+      for (int s = 0; s < 3; ++s)
+        for (int b = 0; b < 4; ++b) packed[4 * s + b] = static_cast<unsigned char>(parts[s] >> (8 * b));
+      want = crc32c_portable(packed, sizeof packed, seed);
+    }
+    CHECK(crc32c_striped(data.data(), n, seed) == want);
+    if (n == 0) continue;
+    for (std::size_t at : {std::size_t{0}, n / 2, n - 1}) {
+      data[at] ^= 0x40;
+      CHECK(crc32c_striped(data.data(), n, seed) != want);
+      data[at] ^= 0x40;
+    }
+  }
+}
