@@ -8,6 +8,7 @@
 #include "service/cluster/staged_allreduce.h"
 #include "service/device_staging.h"
 #include "service/integrity/checked_result.h"
+#include "service/integrity/linear_sum.h"
 #include "service/integrity/test_corruption.h"
 #include "service/ring/allgather.h"
 #include "service/ring/allreduce.h"
@@ -291,6 +292,10 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
       job_.num_nodes > 1) {
     check = std::make_shared<integrity::CheckOutcome>();
     integrity::CheckSpec spec{settings_.verify_results, describe(op), corrupt_results_};
+    // Whole results of integer sums: their inputs' linear sums are checked too.
+    spec.linear = op.kind == wire::CollectiveKind::kAllreduce && settings_.verify_results == integrity::VerifyResults::kAll &&
+                  integrity::linear_applies(op.dtype, op.op);
+    spec.dtype = op.dtype;
     make = [make_data = std::move(make), work, options, spec, check](transport::Transport& t) {
       return std::make_unique<integrity::CheckedResult>(t, make_data(t), work->buffer(), work->buffer_bytes(),
                                                         options, spec, check);

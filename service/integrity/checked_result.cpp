@@ -1,6 +1,7 @@
 #include "service/integrity/checked_result.h"
 
 #include "service/integrity/checked_ranges.h"
+#include "service/integrity/linear_sum.h"
 #include "service/integrity/verdict.h"
 #include "service/ring/allgather.h"
 
@@ -16,11 +17,14 @@ CheckedResult::CheckedResult(transport::Transport& transport, std::unique_ptr<ri
       options_(options),
       spec_(std::move(spec)),
       outcome_(std::move(outcome)),
-      words_(static_cast<std::size_t>(transport.size()), 0) {}
+      words_(2 * static_cast<std::size_t>(transport.size()), 0) {}
 
 CheckedResult::~CheckedResult() = default;
 
-Status CheckedResult::post() { return data_->post(); }
+Status CheckedResult::post() {
+  if (spec_.linear) input_sum_ = linear_sum(result_, result_bytes_ / dtype_size(spec_.dtype), spec_.dtype);
+  return data_->post();
+}
 
 ring::TaskState CheckedResult::progress() {
   if (!exchange_) {
@@ -34,7 +38,16 @@ ring::TaskState CheckedResult::progress() {
     if (status_.ok()) status_ = exchange_->status();
     return state;
   }
-  status_ = compare_results(words_, spec_.collective);
+  std::vector<std::uint64_t> checks, input_sums;
+  for (std::size_t n = 0; n < words_.size(); n += 2) {
+    checks.push_back(words_[n]);
+    input_sums.push_back(words_[n + 1]);
+  }
+  status_ = compare_results(checks, spec_.collective);
+  if (status_.ok() && spec_.linear) {
+    const std::uint64_t result_sum = linear_sum(result_, result_bytes_ / dtype_size(spec_.dtype), spec_.dtype);
+    status_ = compare_linear(input_sums, result_sum, spec_.dtype, spec_.collective);
+  }
   if (status_.ok()) return ring::TaskState::kDone;
   outcome_->mismatch = true;
   return ring::TaskState::kError;
@@ -43,7 +56,9 @@ ring::TaskState CheckedResult::progress() {
 ring::TaskState CheckedResult::start_exchange() {
   const std::vector<ByteRange> ranges = checked_ranges(spec_.mode, result_bytes_, options_.sequence);
   if (spec_.corrupt_first && !ranges.empty()) result_[ranges.front().begin] ^= std::byte{0x10};
-  words_[static_cast<std::size_t>(transport_.rank())] = check_word(spec_.mode, result_digest(result_, ranges));
+  const auto self = 2 * static_cast<std::size_t>(transport_.rank());
+  words_[self] = check_word(spec_.mode, result_digest(result_, ranges));
+  words_[self + 1] = input_sum_;
   ring::RingOptions exchange = options_;
   exchange.first_step = kCheckFirstStep;
   exchange.gate = nullptr;

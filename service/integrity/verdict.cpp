@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "service/integrity/linear_sum.h"
+
 namespace ringsync::service::integrity {
 
 namespace {
@@ -76,6 +78,24 @@ Status compare_results(const std::vector<std::uint64_t>& words, std::string_view
                           "collective failed on every rank; check the memory (ECC error counters, a memory "
                           "test) and the network interface and link error counters of " + named +
                           ", then retry");
+}
+
+Status compare_linear(const std::vector<std::uint64_t>& input_sums, std::uint64_t result_sum, DType dtype,
+                      std::string_view collective) {
+  std::uint64_t inputs = 0;
+  for (std::uint64_t s : input_sums) inputs = linear_add(inputs, s, dtype);
+  if (inputs == result_sum) return Status::Ok();
+  std::vector<std::size_t> every(input_sums.size());
+  for (std::size_t n = 0; n < every.size(); ++n) every[n] = n;
+  char sums[64];
+  std::snprintf(sums, sizeof sums, "0x%016llx, the inputs' add up to 0x%016llx",
+                static_cast<unsigned long long>(result_sum), static_cast<unsigned long long>(inputs));
+  return Status::Mismatch("result check failed for " + std::string(collective) +
+                          ": every node holds the same result, but it is not the sum of the nodes' inputs (its "
+                          "linear checksum is " + sums + "): a node reduced part of it wrongly, or corrupted it "
+                          "before sending it on (silent data corruption in a CPU or memory). The collective "
+                          "failed on every rank; the check cannot tell which node: check the memory (ECC error "
+                          "counters, a memory test) and the CPUs of " + node_list(every) + ", then retry");
 }
 
 }  // namespace ringsync::service::integrity

@@ -3,7 +3,8 @@
 // RINGSYNC_TEST_CORRUPT_RESULT, service/integrity/test_corruption.h) makes the
 // collective fail on every rank of every node, naming that node, and counts
 // ringsync_integrity_failures_total; with the check off, or on without
-// corruption, results are right.
+// corruption (f32, and i32 sums, which `all` also checks against the inputs),
+// results are right.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -77,6 +78,8 @@ TEST_CASE("integrity: results are right with the check off, and with it on when 
     CAPTURE(mode);
     ClusterFixture cluster(three_nodes({std::string("--verify-results=") + mode}, -1));
     CHECK(run_job(cluster, std::string("clean-") + mode, {"verify-loop", "f32", "1048577", "4"}));
+    // i32 sums: under all, also the inputs' linear checksums against the result's.
+    CHECK(run_job(cluster, std::string("clean-i32-") + mode, {"verify-loop", "i32", "1048577", "4"}));
     for (int node = 0; node < cluster.nodes(); ++node)
       CHECK(metric_value(cluster.metrics(node), "ringsync_integrity_failures_total") == 0.0);
     CHECK(cluster.stop_all() == "");

@@ -129,3 +129,43 @@ TEST_CASE("integrity: a checked allgather of many chunks passes when every node 
     CHECK(buffers[static_cast<std::size_t>(r)] == buffers[0]);
   }
 }
+
+TEST_CASE("integrity: an i32 sum that every node received wrong alike fails the linear check on every node") {
+  const int n = 3;
+  const std::size_t count = 100003;
+  for (bool corrupt : {false, true}) {
+    CAPTURE(corrupt);
+    InProcessFabric fabric(n);
+    std::vector<NodeRun> runs(n);
+    spawn(n, [&](int r) {
+      NodeRun& run = runs[static_cast<std::size_t>(r)];
+      run.result = ring_input(DType::kI32, ReduceOp::kSum, count, r);
+      RingOptions options;
+      options.sequence = 8;
+      options.chunk_bytes = 64 * 1024;
+      auto data = std::make_unique<Allreduce>(fabric.endpoint(r), run.result.data(), count, DType::kI32,
+                                              ReduceOp::kSum, 1, options);
+      auto outcome = std::make_shared<CheckOutcome>();
+      // Every node flips the same bit: the copies agree, as after a wrong reduction by a segment's owner.
+      CheckSpec spec{VerifyResults::kAll, "allreduce 'steps' (sequence 8)", corrupt};
+      spec.linear = true;
+      spec.dtype = DType::kI32;
+      CheckedResult task(fabric.endpoint(r), std::move(data), run.result.data(), run.result.size(), options, spec,
+                         outcome);
+      run.state = task.post().ok() ? drive_one(fabric.endpoint(r), task) : TaskState::kError;
+      run.status = task.status();
+      run.mismatch = outcome->mismatch;
+    });
+    for (const NodeRun& run : runs) {
+      CHECK(run.mismatch == corrupt);
+      if (!corrupt) {
+        CHECK(run.state == TaskState::kDone);
+        continue;
+      }
+      CHECK(run.status.code() == StatusCode::kMismatch);
+      CHECK(run.status.message().starts_with("result check failed for allreduce 'steps' (sequence 8): every node "
+                                             "holds the same result, but it is not the sum of the nodes' inputs"));
+      CHECK(run.status.message().find("memory test) and the CPUs of nodes 0,1,2, then retry") != std::string::npos);
+    }
+  }
+}
