@@ -2,12 +2,13 @@
 # What the end-to-end result check costs: the same allreduce with
 # ringsyncd --verify-results off, sample and all.
 #
-#   bench/integrity.sh [BUILD_DIR] [--size 64M] [--nodes 2] [--slots 1] [--iters 10] [--repeat 5]
+#   bench/integrity.sh [BUILD_DIR] [--size 64M] [--dtype float] [--nodes 2] [--slots 1] [--iters 10] [--repeat 5]
 #
 # Each repeat runs one job per mode, modes interleaved (off, sample, all, off, ...)
 # so that a noisy machine's drift falls on every mode alike: `ringsync launch`
 # starts the daemons on loopback (tcp between them) with --verify-results MODE
-# and ringsync-bench times --iters f32 sum allreduces of --size after 3 warm-up
+# and ringsync-bench times --iters sum allreduces of --size (--dtype: float,
+# or int32 / int64, which `all` also checks against the inputs) after 3 warm-up
 # ones. Prints one markdown table: per mode the median over repeats of each
 # job's median iteration, its cost against off, the median of the costs paired
 # repeat by repeat (each run against the off run beside it), and the spread.
@@ -16,6 +17,7 @@ set -euo pipefail
 
 build_dir=build
 size=64M
+dtype=float
 nodes=2
 slots=1
 iters=10
@@ -25,6 +27,7 @@ usage() { sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --size) size=$2; shift 2 ;;
+    --dtype) dtype=$2; shift 2 ;;
     --nodes) nodes=$2; shift 2 ;;
     --slots) slots=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
@@ -51,7 +54,7 @@ for r in $(seq "$repeat"); do
     csv=$work/$mode.$r.csv
     if ! timeout 600 "$build_dir/bin/ringsync" launch --nodes "$nodes" --slots "$slots" \
         --daemon-arg "--verify-results=$mode" -- \
-        "$build_dir/bin/ringsync-bench" -b "$size" -e "$size" -n "$iters" -w 3 -c 0 --csv "$csv" \
+        "$build_dir/bin/ringsync-bench" -b "$size" -e "$size" -d "$dtype" -n "$iters" -w 3 -c 0 --csv "$csv" \
         > "$work/$mode.$r.log" 2>&1; then
       echo "integrity.sh: the $mode run $r failed:" >&2
       tail -20 "$work/$mode.$r.log" >&2
@@ -89,5 +92,5 @@ for mode in $modes; do
     'BEGIN { printf "| %s | %.2f | %+.1f %% | %+.1f %% | %.2f – %.2f |\n", mode, m / 1000, (m - off) / off * 100, paired, lo / 1000, hi / 1000 }'
 done
 echo
-echo "$size f32 sum allreduce, $nodes nodes x $slots ranks on loopback, $iters iterations per run," \
+echo "$size $dtype sum allreduce, $nodes nodes x $slots ranks on loopback, $iters iterations per run," \
      "median over $repeat runs per mode, modes interleaved."
