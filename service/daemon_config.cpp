@@ -120,6 +120,11 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   if (c.gpu_staging_chunk_bytes != 0)
     RINGSYNC_RETURN_IF_ERROR(
         bytes_in_range(cfg, "gpu-staging-chunk", 64 * 1024, std::uint64_t{1} << 30, c.gpu_staging_chunk_bytes));
+  {
+    auto verify = integrity::parse_verify_results(cfg.get_string("verify-results"));
+    if (!verify.ok()) return Status::InvalidArgument(verify.status().message() + from(cfg, "verify-results"));
+    c.verify_results = *verify;
+  }
   c.rendezvous = cfg.get_string("rendezvous");
   if (!c.rendezvous.empty() && c.rendezvous.rfind("etcd://", 0) != 0)
     return Status::InvalidArgument("rendezvous must be etcd://HOST:PORT[,HOST:PORT], got '" + c.rendezvous + "'" +
@@ -269,6 +274,11 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"gpu-staging-chunk", Kind::kBytes, "4MiB", "bytes",
        "An allreduce of GPU buffers (1 MiB or more) across nodes goes through host memory in copies of "
        "up to this size that overlap the ring; 0 copies whole buffers before and after the ring instead."},
+      {"verify-results", Kind::kString, "off", "",
+       "End-to-end check of results that must match on every node (allreduce, broadcast, allgather over "
+       "the ring): off; sample (16 windows of 4 KiB of each: about 0.5% at 64 MiB); all (every byte). "
+       "A difference fails the collective on every rank naming the nodes (docs/security.md). The same on "
+       "every node."},
       {"ucx-transports", Kind::kString, "", "",
        "UCX transports between daemons (UCX_TLS). Empty: UCX picks the best it finds on each link "
        "(rc/dc/ud verbs on InfiniBand or RoCE, tcp otherwise, shared memory between daemons on one "

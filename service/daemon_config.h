@@ -17,6 +17,7 @@
 #include "common/socket_path.h"
 #include "common/status.h"
 #include "service/client_access.h"
+#include "service/integrity/verify_results.h"
 
 namespace ringsync::service {
 
@@ -52,6 +53,7 @@ struct ClusterConfig {
   std::uint64_t ring_chunk_bytes = 0;              // --ring-chunk-bytes, 512KiB
   std::uint32_t ring_window = 0;                   // --ring-window, default 4
   std::uint64_t gpu_staging_chunk_bytes = 0;       // --gpu-staging-chunk, 4MiB; 0: whole buffers
+  integrity::VerifyResults verify_results = integrity::VerifyResults::kOff;  // --verify-results
   std::string ucx_transports;                      // --ucx-transports, "" = UCX's choice
   std::string ucx_net_devices;                     // --ucx-net-devices, "" = UCX's
   std::string timeline_path;                       // --timeline: Chrome trace JSON

@@ -130,6 +130,11 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                               {"job_id", "peer", "peer_address", "transports"})),
       peers_lost(r.counter("ringsync_peers_lost_total",
                            "Times the job's ring was torn down because a node was lost or left.", {"job_id"})),
+      integrity_failures(r.counter("ringsync_integrity_failures_total",
+                                   "Collectives the result check (--verify-results) failed because the nodes' "
+                                   "copies of a result differ: silent data corruption in a node's memory or on the "
+                                   "network.",
+                                   {"job_id"})),
       build_info(r.gauge("ringsync_build_info", "Build information; the value is always 1.",
                          {"version", "kernel_isa"})),
       gpu_devices(r.gauge("ringsync_gpu_devices",
@@ -147,7 +152,7 @@ const std::vector<std::string_view>& DaemonMetrics::error_kinds() {
   // The kinds in use (grep "error(\"" in service/); a kind not listed still counts, from its first error.
   static const std::vector<std::string_view> kinds = {
       "accept",        "alloc",           "auth",           "client_lost",       "device",         "flush_timeout",
-      "handshake_timeout", "hello_refused", "internal",        "invalid_argument", "keep_state",
+      "handshake_timeout", "hello_refused", "integrity", "internal",        "invalid_argument", "keep_state",
       "mismatch",      "peer_lost",       "peer_protocol",     "peer_refused",   "protocol",
       "rank_unresponsive", "ring_formation", "shutdown",       "slow_client",    "timeout"};
   return kinds;
@@ -190,6 +195,7 @@ void DaemonMetrics::forget_job(std::string_view job) {
   link_bandwidth.erase_where("job_id", job);
   peer_transports.erase_where("job_id", job);
   peers_lost.erase_where("job_id", job);
+  integrity_failures.erase_where("job_id", job);
   bus_bytes.erase_where("job_id", job);
   device_collectives.erase_where("job_id", job);
   rank_last.erase_where("job_id", job);

@@ -24,6 +24,7 @@
 #include "common/status.h"
 #include "service/cluster/job_spec.h"
 #include "service/cluster/peer_link.h"
+#include "service/integrity/verify_results.h"
 
 namespace ringsync::service::cluster {
 
@@ -42,6 +43,7 @@ struct BootstrapConfig {
   std::uint32_t response_cache = 0;
   std::uint64_t inline_bytes = 0;
   std::uint64_t halving_doubling_bytes = 0;
+  integrity::VerifyResults verify_results = integrity::VerifyResults::kOff;
   // Runs for every peer refused for a missing or wrong proof of the key (the
   // daemon counts errors_total{kind="auth"}); may be empty.
   std::function<void()> on_auth_failure;

@@ -7,6 +7,9 @@
 #include "service/cluster/node_operation.h"
 #include "service/cluster/staged_allreduce.h"
 #include "service/device_staging.h"
+#include "service/integrity/checked_result.h"
+#include "service/integrity/linear_sum.h"
+#include "service/integrity/test_corruption.h"
 #include "service/ring/allgather.h"
 #include "service/ring/allreduce.h"
 #include "service/ring/alltoall.h"
@@ -32,6 +35,14 @@ const char* ring_phase(wire::CollectiveKind kind) {
     case wire::CollectiveKind::kAlltoall: return "ALLTOALL";
   }
   return "RING";
+}
+
+// "allreduce 'grad'", "allreduce 'a' and 3 more fused", for the result check's error.
+std::string describe(const peer_wire::Operation& op) {
+  std::string text(wire::collective_kind_name(op.kind));
+  if (!op.names.empty()) text += " '" + op.names.front() + "'";
+  if (op.names.size() > 1) text += " and " + std::to_string(op.names.size() - 1) + " more fused";
+  return text + " (sequence " + std::to_string(op.sequence) + ")";
 }
 
 // Records the two phases of a ring allreduce on the timeline, from the engine
@@ -79,7 +90,13 @@ Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig
       metrics_(metrics),
       timeline_(timeline),
       hooks_(std::move(hooks)),
-      staging_(StagingBuffers::create(settings.fusion_threshold_bytes)) {}
+      staging_(StagingBuffers::create(settings.fusion_threshold_bytes)),
+      corrupt_results_(integrity::corrupt_result_node() == job.node_rank && job.num_nodes > 1) {
+  if (corrupt_results_)
+    RS_LOG(warn, "ring") << integrity::kCorruptResultEnv << " is set: job '" << job.id << "' node "
+                         << job.node_rank << " corrupts its results on purpose (a test hook; never set it "
+                         << "outside tests)";
+}
 
 Executor::~Executor() = default;
 
@@ -87,6 +104,8 @@ void Executor::formed(std::uint64_t epoch, RingEngine* engine) {
   formed_ = true;
   epoch_ = epoch;
   engine_ = engine;
+  if (settings_.verify_results != integrity::VerifyResults::kOff)
+    metrics_.integrity_failures.with({job_.id}).inc(0);  // the series exists from the first ring on
 }
 
 void Executor::lost(const Status& why) {
@@ -236,7 +255,7 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
   const route::Algorithm algorithm =
       route::data_algorithm(settings_.halving_doubling_bytes, op.kind, work->buffer_bytes(), job_.num_nodes);
   metrics_.data_operations.with({route::algorithm_name(algorithm)}).inc();
-  RingEngine::MakeTask make = [work, options, divisor, root_node, timeline, names, algorithm](transport::Transport& t)
+  RingEngine::MakeTask make_data = [work, options, divisor, root_node, timeline, names, algorithm](transport::Transport& t)
       -> std::unique_ptr<ring::Task> {
     const auto& s = work->shape();
     switch (s.kind) {
@@ -266,10 +285,32 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
       }
     }
   };
-  engine_->run(std::move(make), [this, running, ring_start](const Status& status) {
+  // The result check, when on, runs after the data task (service/integrity/checked_result.h).
+  std::shared_ptr<integrity::CheckOutcome> check;
+  RingEngine::MakeTask make = std::move(make_data);
+  if (settings_.verify_results != integrity::VerifyResults::kOff && integrity::result_is_shared(op.kind) &&
+      job_.num_nodes > 1) {
+    check = std::make_shared<integrity::CheckOutcome>();
+    integrity::CheckSpec spec{settings_.verify_results, describe(op), corrupt_results_};
+    // Whole results of integer sums: their inputs' linear sums are checked too.
+    spec.linear = op.kind == wire::CollectiveKind::kAllreduce && settings_.verify_results == integrity::VerifyResults::kAll &&
+                  integrity::linear_applies(op.dtype, op.op);
+    spec.dtype = op.dtype;
+    make = [make_data = std::move(make), work, options, spec, check](transport::Transport& t) {
+      return std::make_unique<integrity::CheckedResult>(t, make_data(t), work->buffer(), work->buffer_bytes(),
+                                                        options, spec, check);
+    };
+  }
+  engine_->run(std::move(make), [this, running, ring_start, check](const Status& status) {
     if (timeline_ && running->planned->op.kind != wire::CollectiveKind::kAllreduce)
       for (const auto& name : running->planned->op.names)
         timeline_->phase(name, ring_phase(running->planned->op.kind), ring_start, Clock::now());
+    if (check && check->mismatch) {
+      // Every node compared the same words and fails alike: the ring itself is fine.
+      RS_LOG(error, "ring") << "job '" << job_.id << "': " << status.message();
+      metrics_.integrity_failures.with({job_.id}).inc();
+      return complete(running, status, "integrity");
+    }
     if (!ring_failed(running, status)) scatter(running);
   });
 }
@@ -323,7 +364,7 @@ void Executor::scatter(std::shared_ptr<Running> running) {
       });
 }
 
-void Executor::complete(std::shared_ptr<Running> running, const Status& status) {
+void Executor::complete(std::shared_ptr<Running> running, const Status& status, std::string_view error_kind) {
   if (running->planned->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
   if (running->epoch == epoch_) active_.erase(running->planned->op.sequence);
   running->work.reset();
@@ -333,7 +374,9 @@ void Executor::complete(std::shared_ptr<Running> running, const Status& status) 
       hooks_.succeed(running->planned->tensors[i], running->planned->ready_at[i], ranks);
     } else {
       hooks_.fail(running->planned->tensors[i], status,
-                  status.code() == StatusCode::kPeerLost ? "peer_lost" : status_label(status.code()));
+                  !error_kind.empty()                        ? std::string(error_kind)
+                  : status.code() == StatusCode::kPeerLost ? "peer_lost"
+                                                            : status_label(status.code()));
     }
   }
   start_operations();

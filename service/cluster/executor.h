@@ -4,7 +4,9 @@
 // them. A GPU allreduce staged chunk by chunk (DeviceStaging::pipelined()) runs
 // instead as one StagedAllreduce over its own host buffer: no gather, no
 // scatter; the copies to and from the GPU overlap the ring. Up to kMaxInFlight operations overlap (tags keep their messages
-// apart). Knows nothing of negotiation or of how the ring was formed: it is
+// apart). With --verify-results the nodes compare their copies of a shared
+// result after the ring (integrity/checked_result.h); copies that differ fail
+// the operation on every node, and the ring stays up. Knows nothing of negotiation or of how the ring was formed: it is
 // handed an engine when a ring forms and told when it is lost.
 // Control thread only; the engine's and the pool's completions come back
 // through the io_context.
@@ -86,7 +88,8 @@ class Executor {
   // A ring task's outcome was a failure: held for the verdict, or completed with the loss; true then.
   bool ring_failed(const std::shared_ptr<Running>& running, const Status& status);
   void scatter(std::shared_ptr<Running> running);
-  void complete(std::shared_ptr<Running> running, const Status& status);
+  // error_kind: the ringsync_errors_total kind; "" derives it from the status.
+  void complete(std::shared_ptr<Running> running, const Status& status, std::string_view error_kind = "");
 
   boost::asio::io_context& io_;
   const JobSpec& job_;
@@ -98,6 +101,8 @@ class Executor {
   // Ring buffers of fused and in-place operations, kept up to one fusion
   // buffer's worth between operations.
   std::shared_ptr<StagingBuffers> staging_;
+  // Test only: this node flips a bit of each checked result (integrity/test_corruption.h).
+  const bool corrupt_results_;
 
   bool formed_ = false;
   std::uint64_t epoch_ = 0;

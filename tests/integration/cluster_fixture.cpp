@@ -122,7 +122,7 @@ void ClusterFixture::start_node(int i) {
   argv.insert(argv.end(), daemon.begin(), daemon.end());
   argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   argv.insert(argv.end(), node.place.flags.begin(), node.place.flags.end());
-  node.process = spawn(argv, {}, log);
+  node.process = spawn(argv, options_.daemon_env, log);
   node.state = State::kRunning;
 }
 

@@ -49,6 +49,7 @@ struct ClusterOptions {
   int nodes = 2;
   int local_size = 2;                    // slots per node = local ranks per node
   std::vector<std::string> extra_flags;  // appended to every daemon's command line
+  std::map<std::string, std::string> daemon_env;  // added to every daemon's environment
   std::vector<NodePlace> places;         // one per node; empty: loopback
   std::string job_id = "cluster";
   // false: the daemons are pre-configured with the job (--hostfile ...);

@@ -338,8 +338,8 @@ int main(int argc, char** argv) {
     check_allreduce(ctx, false, 5, ringsync::DType::kI32, ringsync::ReduceOp::kSum, false);
   } else if (scenario == "node-mismatch") {  // node-mismatch NODE
     scenario_node_mismatch(ctx, std::stoi(arg(2, "1")));
-  } else if (scenario == "expect-error") {  // expect-error STATUS TEXT: one allreduce fails so
-    std::vector<float> buf(1024, 1.0f);
+  } else if (scenario == "expect-error") {  // expect-error STATUS TEXT [COUNT]: one allreduce fails so
+    std::vector<float> buf(std::stoul(arg(4, "1024")), 1.0f);
     rs_request_t* req = nullptr;
     expect_ok(rs_allreduce_async(ctx, "doomed", buf.data(), buf.data(), buf.size(), RS_F32, RS_SUM,
                                  &req),

@@ -200,6 +200,21 @@ TEST_CASE("a node that would move allreduces by another algorithm than node 0's 
                 cluster.results[1]->status().message());
 }
 
+TEST_CASE("integrity: a node that checks results differently from node 0 is refused") {
+  // A node that checks would wait for check words a node that does not never sends.
+  Cluster cluster(2);
+  auto coordinator = cluster.config(0, 1500ms);
+  coordinator.verify_results = ringsync::service::integrity::VerifyResults::kSample;
+  cluster.start(coordinator);
+  cluster.start(cluster.config(1));
+  REQUIRE(cluster.wait({0, 1}));
+  REQUIRE_FALSE(cluster.results[1]->ok());
+  CHECK_MESSAGE(cluster.results[1]->status().message().find(
+                    "node 1 runs --verify-results off, node 0 sample; every node must use the same") !=
+                    std::string::npos,
+                cluster.results[1]->status().message());
+}
+
 TEST_CASE("no coordinator: a worker gives up at its deadline naming the address") {
   Cluster cluster(2);
   cluster.listener.reset();  // nobody listens on node 0's port now

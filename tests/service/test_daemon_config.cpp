@@ -77,7 +77,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "max-job-buffer-bytes", "job-metrics-linger",
                                        "rendezvous-timeout", "rendezvous-lease", "elastic-timeout",
                                        "max-kept-state-bytes", "kept-state-linger", "link-rate", "serve-rendezvous",
-                                       "algorithm", "rhd-max-bytes"});
+                                       "algorithm", "rhd-max-bytes", "verify-results"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {
@@ -173,6 +173,21 @@ TEST_CASE("--link-rate: unset by default, bits per second or a size per second, 
   auto served = load({"--serve-rendezvous=10.0.0.1:2379"});
   REQUIRE(served.ok());
   CHECK(served->serve_rendezvous == "10.0.0.1:2379");
+}
+
+TEST_CASE("integrity: --verify-results is off unless set to sample or all") {
+  using ringsync::service::integrity::VerifyResults;
+  auto plain = load({});
+  REQUIRE(plain.ok());
+  CHECK(plain->cluster.verify_results == VerifyResults::kOff);
+  auto sample = load({"--verify-results=sample"});
+  REQUIRE(sample.ok());
+  CHECK(sample->cluster.verify_results == VerifyResults::kSample);
+  auto all = load({}, {{"RINGSYNC_VERIFY_RESULTS", "all"}});
+  REQUIRE(all.ok());
+  CHECK(all->cluster.verify_results == VerifyResults::kAll);
+  CHECK(error_of({"--verify-results=some"}) ==
+        "verify-results must be off, sample or all, got 'some' (--verify-results from flag)");
 }
 
 TEST_CASE("the metrics server can be turned off") {
