@@ -298,7 +298,22 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       if (stop->requested) co_return stopped();
     }
     if (!ec) {
-      auto link = std::make_shared<PeerLink>(std::move(socket), "node 0 at " + target);
+      const auto handshake_time = std::min<std::chrono::nanoseconds>(
+          c.proof_timeout, std::max<std::chrono::nanoseconds>(give_up - std::chrono::steady_clock::now(),
+                                                              std::chrono::milliseconds(1)));
+      Result<ControlStream> stream = Status::Closed("not connected");
+      if (c.tls)
+        stream = co_await ControlStream::secure(std::move(socket), *c.tls, ControlStream::Role::kConnected,
+                                                handshake_time);
+      else
+        stream = ControlStream(std::move(socket));
+      if (stop->requested) co_return stopped();
+      if (!stream.ok()) {
+        RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << stream.status().message();
+        if (c.on_auth_failure) c.on_auth_failure();
+        co_return Status(stream.status().code(), "refused node 0 at " + target + ": " + stream.status().message());
+      }
+      auto link = std::make_shared<PeerLink>(std::move(stream).value(), "node 0 at " + target);
       auto result = std::make_shared<std::optional<Result<Joined>>>();
       auto joined = std::make_shared<Joined>();
       auto done = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
@@ -356,9 +371,14 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
               done->cancel();
             }
           },
-          [result, done, target](const Status& why) {
+          [result, done, target, plain = !c.tls](const Status& why) {
             if (*result) return;
-            *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message());
+            // A node 0 with TLS closes a plain-text hello at once.
+            const std::string hint = plain ? "; if node 0 runs with TLS (--tls-cert, --tls-key, --tls-ca), give "
+                                             "this node the same flags"
+                                           : "";
+            *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message() +
+                                       hint);
             done->cancel();
           });
       link->send(hello);
