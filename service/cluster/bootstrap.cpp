@@ -327,6 +327,7 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       // Node 0 must prove it holds the key before this node proves it does,
       // and before the roster is believed.
       auto proven = std::make_shared<bool>(c.token.empty());
+      auto heard = std::make_shared<bool>(false);  // any frame from node 0
       const auto fail_auth = [on_failure = c.on_auth_failure, result, done, target](const std::string& why) {
         RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << why;
         if (on_failure) on_failure();
@@ -335,7 +336,8 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       };
       std::weak_ptr<PeerLink> weak = link;
       link->start(
-          [weak, result, joined, done, target, proven, fail_auth, key = c.token, hello](peer_wire::Message m) {
+          [weak, result, joined, done, target, proven, heard, fail_auth, key = c.token, hello](peer_wire::Message m) {
+            *heard = true;
             if (*result) return;
             if (auto* challenge = std::get_if<peer_wire::AuthChallenge>(&m)) {
               if (key.empty())
@@ -371,12 +373,16 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
               done->cancel();
             }
           },
-          [result, done, target, plain = !c.tls](const Status& why) {
+          [result, done, target, heard, plain = !c.tls](const Status& why) {
             if (*result) return;
-            // A node 0 with TLS closes a plain-text hello at once.
-            const std::string hint = plain ? "; if node 0 runs with TLS (--tls-cert, --tls-key, --tls-ca), give "
+            // A node 0 with TLS closes a plain-text hello at once; and under
+            // TLS 1.3 it checks this node's certificate after this side's
+            // handshake ended, so a refusal shows here, as a closed link.
+            const std::string hint = *heard ? ""
+                                     : plain ? "; if node 0 runs with TLS (--tls-cert, --tls-key, --tls-ca), give "
                                              "this node the same flags"
-                                           : "";
+                                             : "; node 0 may have refused this node's certificate (is it signed by "
+                                             "the CA of node 0's --tls-ca?)";
             *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message() +
                                        hint);
             done->cancel();
