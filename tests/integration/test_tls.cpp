@@ -1,0 +1,270 @@
+// Mutual TLS on the control plane (--tls-cert, --tls-key, --tls-ca) with real
+// daemons on loopback: rings of TLS daemons form and their collectives are
+// right; a plain-text daemon, a raw plain-text hello, and a daemon whose
+// certificate another CA signed are refused at the handshake (logged with
+// their address, counted as auth errors) while the ring of the right nodes
+// forms; bad TLS files stop ringsyncd at start-up with a message naming the
+// flag. The certificates are made for each test with the openssl command in
+// a folder the test removes.
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "cluster_fixture.h"
+#include "common/peer_wire.h"
+
+using namespace ringsync;
+using namespace ringsync::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kJobDeadline = 120s;
+
+// A CA, one node certificate it signed (every daemon of a test shows the
+// same: nodes are not told apart by their certificates), and a rogue CA with
+// a certificate of its own.
+class TestCertificates {
+ public:
+  TestCertificates() {
+    openssl("ecparam -name prime256v1 -genkey -noout -out ca.key");
+    openssl("req -x509 -new -key ca.key -subj /CN=ringsync-test-ca -days 2 -out ca.pem");
+    issue("node", "ca");
+    openssl("ecparam -name prime256v1 -genkey -noout -out rogue-ca.key");
+    openssl("req -x509 -new -key rogue-ca.key -subj /CN=rogue-ca -days 2 -out rogue-ca.pem");
+    issue("rogue", "rogue-ca");
+    // The rogue trusts the real CA too: it accepts node 0, and node 0 is the
+    // one that must refuse it.
+    std::ofstream(file("both-cas.pem")) << read_file(file("ca.pem")) << read_file(file("rogue-ca.pem"));
+  }
+  std::string file(const std::string& name) const { return dir_.file(name); }
+  // The daemon flags of a node showing certificate `name` and trusting `ca`.
+  std::vector<std::string> flags(const std::string& name = "node", const std::string& ca = "ca.pem") const {
+    return {"--tls-cert", file(name + ".pem"), "--tls-key", file(name + ".key"), "--tls-ca", file(ca)};
+  }
+
+ private:
+  void openssl(const std::string& args) const {
+    const std::string command =
+        "cd '" + dir_.path() + "' && openssl " + args + " >> openssl.log 2>&1";
+    if (std::system(command.c_str()) != 0)
+      throw std::runtime_error("openssl " + args + " failed:\n" + read_file(file("openssl.log")));
+  }
+  void issue(const std::string& name, const std::string& ca) const {
+    std::ofstream(file(name + ".ext")) << "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n";
+    openssl("ecparam -name prime256v1 -genkey -noout -out " + name + ".key");
+    ::chmod(file(name + ".key").c_str(), 0600);
+    openssl("req -new -key " + name + ".key -subj /CN=ringsync-" + name + " -out " + name + ".csr");
+    openssl("x509 -req -in " + name + ".csr -CA " + ca + ".pem -CAkey " + ca + ".key -CAcreateserial -days 2 -extfile " +
+            name + ".ext -out " + name + ".pem");
+  }
+  TempDir dir_;
+};
+
+ClusterOptions tls_cluster(const TestCertificates& certs, int nodes) {
+  ClusterOptions o;
+  o.nodes = nodes;
+  o.local_size = 2;
+  o.extra_flags = certs.flags();
+  // The strangers below know the job's token: only TLS can keep them out.
+  o.extra_flags.insert(o.extra_flags.end(), {"--job-token", "tls-test-token"});
+  return o;
+}
+
+bool run_job(ClusterFixture& cluster, const std::string& tag, const std::vector<std::string>& scenario) {
+  RankGroup ranks(cluster, tag);
+  ranks.start_all(scenario);
+  if (all_equal(ranks.wait(kJobDeadline), 0)) return true;
+  MESSAGE("job '", tag, "' failed:\n", ranks.report(), cluster.logs());
+  return false;
+}
+
+double auth_errors(ClusterFixture& cluster, int node) {
+  return metric_value(cluster.metrics(node), "ringsync_errors_total{kind=\"auth\"}").value_or(0);
+}
+
+// Waits up to `timeout` for `text` in node's log after byte `from`.
+bool wait_log(ClusterFixture& cluster, int node, std::size_t from, const std::string& text,
+              std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string log = cluster.log(node);
+    if (log.size() > from && log.find(text, from) != std::string::npos) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+// Another ringsyncd that claims node 1 of the cluster's job (same job id and
+// token), with `tls_flags` (none: plain text).
+struct Stranger {
+  Stranger(const ClusterFixture& cluster, const std::vector<std::string>& tls_flags) {
+    std::ofstream(dir.file("hosts")) << cluster.control_address(0) << " slots=2\n"
+                                     << cluster.control_address(1) << " slots=2\n";
+    std::vector<std::string> argv = {bin("ringsyncd"), "--socket", dir.file("s.sock"), "--metrics-address", "off",
+                                     "--hostfile", dir.file("hosts"), "--node-rank", "1", "--job-id",
+                                     cluster.job_id(), "--job-token", "tls-test-token", "--ucx-transports",
+                                     "tcp,self", "--join-timeout", "5s"};
+    argv.insert(argv.end(), tls_flags.begin(), tls_flags.end());
+    process = spawn(argv, {}, dir.file("log"));
+  }
+  std::string log() const { return read_file(dir.file("log")); }
+  bool log_has(const std::string& text, std::chrono::seconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+  TempDir dir;
+  Child process;
+};
+
+// A plain TCP connection that sends a ringsync hello; true when the daemon
+// closes it without sending anything back (a TLS port answers a plain hello
+// with at most a TLS alert, never a ringsync frame).
+bool plain_hello_is_closed_unanswered(const std::string& host_port, const std::string& job_id) {
+  const auto colon = host_port.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(host_port.substr(colon + 1))));
+  ::inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{15, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  bool closed = false;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    peer_wire::PeerHello hello{peer_wire::kProtocolVersion, job_id, 1, 2, 2, {}, {1, 2, 3}, 0, 0, 0, 0, 0};
+    const auto frame = peer_wire::encode(hello);
+    ::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+    std::string got;
+    char buf[512];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) {
+        closed = n == 0 || errno == ECONNRESET;
+        break;
+      }
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    // A TLS alert record starts with content type 21; a ringsync frame never does here.
+    closed = closed && (got.empty() || got[0] == 21);
+  }
+  ::close(fd);
+  return closed;
+}
+
+// ringsyncd with these flags (and a socket of its own) must exit 2 at once
+// with `expected` in what it says.
+void check_refused_at_start(const std::vector<std::string>& flags, const std::string& expected) {
+  TempDir dir;
+  std::vector<std::string> argv = {bin("ringsyncd"), "--socket", dir.file("s.sock"), "--metrics-address", "off"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  Child daemon = spawn(argv, {}, dir.file("log"));
+  const auto status = daemon.wait(20s);
+  const std::string said = read_file(dir.file("log"));
+  REQUIRE_MESSAGE(status.has_value(), "ringsyncd did not exit:\n", said);
+  CHECK_MESSAGE((WIFEXITED(*status) && WEXITSTATUS(*status) == 2), said);
+  CHECK_MESSAGE(said.find(expected) != std::string::npos, "expected '", expected, "' in:\n", said);
+}
+
+}  // namespace
+
+TEST_CASE("tls: two and three daemons with mutual TLS form a ring and every collective is right") {
+  const TestCertificates certs;
+  for (int nodes : {2, 3}) {
+    CAPTURE(nodes);
+    ClusterFixture cluster(tls_cluster(certs, nodes));
+    REQUIRE_MESSAGE(wait_for_ring(cluster, 30s), cluster.logs());
+    CHECK_MESSAGE(cluster.log(0).find("(mutual TLS, certificate /CN=ringsync-node)") != std::string::npos,
+                  cluster.log(0));
+    CHECK(run_job(cluster, "tls-collectives", {"collectives", "1", "3", "1001", "300000"}));
+    CHECK(auth_errors(cluster, 0) == 0);
+    const std::string problems = cluster.stop_all();
+    CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+  }
+}
+
+TEST_CASE("tls: a plain-text peer against a TLS daemon is refused, and the ring of the right peers still forms") {
+  const TestCertificates certs;
+  ClusterFixture cluster(tls_cluster(certs, 2));
+  const std::size_t from = cluster.log(0).size();
+
+  // A raw hello in plain text: closed at the handshake, no ringsync answer.
+  CHECK(plain_hello_is_closed_unanswered(cluster.control_address(0), cluster.job_id()));
+  CHECK_MESSAGE(wait_log(cluster, 0, from, "refused peer at 127.0.0.1 on the control port", 10s), cluster.log(0));
+  CHECK_MESSAGE(wait_log(cluster, 0, from, "the TLS handshake failed", 1s), cluster.log(0));
+
+  // A whole daemon without TLS (with the job's token) claims node 1: refused
+  // the same way, and told what it lacks.
+  Stranger plain(cluster, {});
+  CHECK_MESSAGE(plain.log_has("if node 0 runs with TLS", 30s), plain.log());
+  CHECK(auth_errors(cluster, 0) >= 2);
+
+  REQUIRE_MESSAGE(wait_for_ring(cluster, 30s), cluster.logs());
+  CHECK(run_job(cluster, "after-plain-stranger", {"collectives", "1", "1001"}));
+  CHECK_MESSAGE(plain.log().find("' formed:") == std::string::npos, plain.log());
+  plain.process.signal(SIGTERM);
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("tls: a peer whose certificate the CA did not sign is refused, and the ring of the right peers still forms") {
+  const TestCertificates certs;
+  ClusterFixture cluster(tls_cluster(certs, 2));
+  const std::size_t from = cluster.log(0).size();
+  const double auth_before = auth_errors(cluster, 0);
+
+  // Its own CA signed its certificate; it trusts the job's CA as well.
+  Stranger rogue(cluster, certs.flags("rogue", "both-cas.pem"));
+  CHECK_MESSAGE(wait_log(cluster, 0, from, "the TLS handshake failed: certificate verify failed", 30s),
+                cluster.log(0));
+  // TLS 1.3: node 0 checks the client's certificate after the client's side
+  // of the handshake ended, so the rogue learns it from the closed link.
+  CHECK_MESSAGE(rogue.log_has("node 0 may have refused this node's certificate", 30s), rogue.log());
+  CHECK(auth_errors(cluster, 0) > auth_before);
+
+  REQUIRE_MESSAGE(wait_for_ring(cluster, 30s), cluster.logs());
+  CHECK(run_job(cluster, "after-rogue", {"collectives", "1", "1001"}));
+  rogue.process.signal(SIGTERM);
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("tls: bad TLS files stop ringsyncd at start-up with a message naming the flag") {
+  const TestCertificates certs;
+  const auto flags = [&](const std::string& cert, const std::string& key, const std::string& ca) {
+    return std::vector<std::string>{"--tls-cert", certs.file(cert), "--tls-key", certs.file(key), "--tls-ca",
+                                    certs.file(ca)};
+  };
+  SUBCASE("not all three") {
+    check_refused_at_start({"--tls-cert", certs.file("node.pem")}, "--tls-key, --tls-ca missing");
+  }
+  SUBCASE("a missing file") {
+    check_refused_at_start(flags("node.pem", "node.key", "nothing.pem"), "nothing.pem' (--tls-ca): No such file");
+  }
+  SUBCASE("a key others may read") {
+    std::ofstream(certs.file("open.key")) << read_file(certs.file("node.key"));
+    ::chmod(certs.file("open.key").c_str(), 0644);
+    check_refused_at_start(flags("node.pem", "open.key", "ca.pem"), "has mode 0644");
+  }
+  SUBCASE("a key that is not the certificate's") {
+    check_refused_at_start(flags("node.pem", "rogue.key", "ca.pem"), "is not the key of the certificate");
+  }
+  SUBCASE("a certificate the CA did not sign") {
+    check_refused_at_start(flags("rogue.pem", "rogue.key", "ca.pem"), "does not verify against");
+  }
+  SUBCASE("a file that is not PEM") {
+    check_refused_at_start(flags("node.pem", "node.key", "node.ext"), "(--tls-ca) is not a PEM CA certificate");
+  }
+}
