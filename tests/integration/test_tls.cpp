@@ -3,8 +3,8 @@
 // right; a plain-text daemon, a raw plain-text hello, and a daemon whose
 // certificate another CA signed are refused at the handshake (logged with
 // their address, counted as auth errors) while the ring of the right nodes
-// forms; bad TLS files stop ringsyncd at start-up with a message naming the
-// flag. The certificates are made for each test with the openssl command in
+// forms; a connection silent at the handshake is closed at its timeout; bad
+// TLS files stop ringsyncd at start-up with a message naming the flag. The certificates are made for each test with the openssl command in
 // a folder the test removes.
 #include <doctest/doctest.h>
 
@@ -17,6 +17,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "cluster_fixture.h"
@@ -164,6 +165,29 @@ bool plain_hello_is_closed_unanswered(const std::string& host_port, const std::s
   return closed;
 }
 
+// Seconds until the daemon closes a connection on which nothing is sent
+// (nullopt: still open after 30 s).
+std::optional<double> silent_connection_lifetime(const std::string& host_port) {
+  const auto colon = host_port.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(host_port.substr(colon + 1))));
+  ::inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::optional<double> lifetime;
+  const auto start = std::chrono::steady_clock::now();
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    char buf[64];
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n == 0 || (n < 0 && errno == ECONNRESET))
+      lifetime = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  ::close(fd);
+  return lifetime;
+}
+
 // ringsyncd with these flags (and a socket of its own) must exit 2 at once
 // with `expected` in what it says.
 void check_refused_at_start(const std::vector<std::string>& flags, const std::string& expected) {
@@ -215,6 +239,25 @@ TEST_CASE("tls: a plain-text peer against a TLS daemon is refused, and the ring 
   CHECK(run_job(cluster, "after-plain-stranger", {"collectives", "1", "1001"}));
   CHECK_MESSAGE(plain.log().find("' formed:") == std::string::npos, plain.log());
   plain.process.signal(SIGTERM);
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("tls: a peer silent at the handshake is closed after --handshake-timeout; the ring forms all the same") {
+  const TestCertificates certs;
+  ClusterOptions options = tls_cluster(certs, 2);
+  options.extra_flags.insert(options.extra_flags.end(), {"--handshake-timeout", "2s"});
+  ClusterFixture cluster(options);
+  const std::size_t from = cluster.log(0).size();
+  std::optional<double> lifetime;
+  std::thread silent([&] { lifetime = silent_connection_lifetime(cluster.control_address(0)); });
+  // The handshake waits beside the accept loop: the right nodes are not held up.
+  CHECK_MESSAGE(wait_for_ring(cluster, 30s), cluster.logs());
+  silent.join();
+  REQUIRE_MESSAGE(lifetime.has_value(), "node 0 kept a silent connection open for 30 s:\n", cluster.log(0));
+  CHECK(*lifetime >= 1.5);
+  CHECK(*lifetime < 10);
+  CHECK_MESSAGE(wait_log(cluster, 0, from, "did not finish the TLS handshake within 2", 5s), cluster.log(0));
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
