@@ -67,7 +67,9 @@ Status configure(ssl::context& ctx, bool server, const TlsFiles& files, const st
   if (ec)
     return Status::InvalidArgument(named(files.cert, "--tls-cert") + " is not a PEM certificate: " + ec.message());
   BIO* bio = BIO_new_mem_buf(key.data(), static_cast<int>(key.size()));
-  EVP_PKEY* pkey = bio ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
+  // No passphrase: OpenSSL's default would ask for one on the terminal.
+  pem_password_cb* no_passphrase = [](char*, int, int, void*) { return 0; };
+  EVP_PKEY* pkey = bio ? PEM_read_bio_PrivateKey(bio, nullptr, no_passphrase, nullptr) : nullptr;
   BIO_free(bio);
   if (!pkey)
     return Status::InvalidArgument(named(files.key, "--tls-key") +

@@ -301,6 +301,13 @@ TEST_CASE("tls: bad TLS files stop ringsyncd at start-up with a message naming t
     ::chmod(certs.file("open.key").c_str(), 0644);
     check_refused_at_start(flags("node.pem", "open.key", "ca.pem"), "has mode 0644");
   }
+  SUBCASE("an encrypted key (no terminal prompt: refused at once)") {
+    const std::string command = "openssl ec -in '" + certs.file("node.key") + "' -aes256 -passout pass:secret -out '" +
+                                certs.file("encrypted.key") + "' 2>/dev/null";
+    REQUIRE(std::system(command.c_str()) == 0);
+    ::chmod(certs.file("encrypted.key").c_str(), 0600);
+    check_refused_at_start(flags("node.pem", "encrypted.key", "ca.pem"), "(or is encrypted");
+  }
   SUBCASE("a key that is not the certificate's") {
     check_refused_at_start(flags("node.pem", "rogue.key", "ca.pem"), "is not the key of the certificate");
   }
