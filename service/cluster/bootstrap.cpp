@@ -304,7 +304,7 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       Result<ControlStream> stream = Status::Closed("not connected");
       if (c.tls)
         stream = co_await ControlStream::secure(std::move(socket), *c.tls, ControlStream::Role::kConnected,
-                                                handshake_time);
+                                                handshake_time, &stop->interrupt);
       else
         stream = ControlStream(std::move(socket));
       if (stop->requested) co_return stopped();

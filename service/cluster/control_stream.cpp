@@ -28,7 +28,8 @@ ControlStream::Socket& ControlStream::socket() {
 }
 
 asio::awaitable<Result<ControlStream>> ControlStream::secure(Socket socket, ControlTls& tls, Role role,
-                                                             std::chrono::nanoseconds timeout) {
+                                                             std::chrono::nanoseconds timeout,
+                                                             std::function<void()>* abort) {
   const bool accepted = role == Role::kAccepted;
   auto stream = std::make_shared<TlsSocket>(std::move(socket), accepted ? tls.server() : tls.client());
   // A silent peer (or one that speaks plain text and waits for an answer)
@@ -47,10 +48,16 @@ asio::awaitable<Result<ControlStream>> ControlStream::secure(Socket socket, Cont
     boost::system::error_code ignored;
     if (auto s = weak.lock()) s->next_layer().close(ignored);
   });
+  if (abort)
+    *abort = [weak = std::weak_ptr<TlsSocket>(stream)] {
+      boost::system::error_code ignored;
+      if (auto s = weak.lock()) s->next_layer().close(ignored);
+    };
   boost::system::error_code ec;
   co_await stream->async_handshake(accepted ? ssl::stream_base::server : ssl::stream_base::client,
                                    asio::redirect_error(use_awaitable, ec));
   deadline.cancel();
+  if (abort) *abort = nullptr;
   if (!ec && !race->timed_out) {
     race->handshaken = true;
     co_return ControlStream(std::move(stream));

@@ -13,6 +13,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -33,9 +34,11 @@ class ControlStream {
 
   // TLS over `socket` once its handshake is done: the other end proved it
   // holds a certificate `tls`'s CA signed. Fails (and closes the socket) on
-  // any handshake error or at `timeout`, with why.
+  // any handshake error or at `timeout`, with why. While it runs, `*abort`
+  // (when given) ends it at once: the owner's stop.
   static boost::asio::awaitable<Result<ControlStream>> secure(Socket socket, ControlTls& tls, Role role,
-                                                              std::chrono::nanoseconds timeout);
+                                                              std::chrono::nanoseconds timeout,
+                                                              std::function<void()>* abort = nullptr);
 
   // Exactly the buffer's bytes; an error code on failure or close.
   boost::asio::awaitable<boost::system::error_code> read(boost::asio::mutable_buffer buffer);
