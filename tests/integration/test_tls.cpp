@@ -15,13 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <thread>
 
 #include "cluster_fixture.h"
 #include "common/peer_wire.h"
+#include "tls_certificates.h"
 
 using namespace ringsync;
 using namespace ringsync::test;
@@ -31,51 +31,20 @@ namespace {
 
 constexpr auto kJobDeadline = 120s;
 
-// A CA, one node certificate it signed (every daemon of a test shows the
-// same: nodes are not told apart by their certificates), and a rogue CA with
-// a certificate of its own.
-class TestCertificates {
- public:
-  TestCertificates() {
-    openssl("ecparam -name prime256v1 -genkey -noout -out ca.key");
-    openssl("req -x509 -new -key ca.key -subj /CN=ringsync-test-ca -days 2 -out ca.pem");
-    issue("node", "ca");
-    openssl("ecparam -name prime256v1 -genkey -noout -out rogue-ca.key");
-    openssl("req -x509 -new -key rogue-ca.key -subj /CN=rogue-ca -days 2 -out rogue-ca.pem");
-    issue("rogue", "rogue-ca");
-    // The rogue trusts the real CA too: it accepts node 0, and node 0 is the
-    // one that must refuse it.
-    std::ofstream(file("both-cas.pem")) << read_file(file("ca.pem")) << read_file(file("rogue-ca.pem"));
-  }
-  std::string file(const std::string& name) const { return dir_.file(name); }
-  // The daemon flags of a node showing certificate `name` and trusting `ca`.
-  std::vector<std::string> flags(const std::string& name = "node", const std::string& ca = "ca.pem") const {
-    return {"--tls-cert", file(name + ".pem"), "--tls-key", file(name + ".key"), "--tls-ca", file(ca)};
-  }
+// The daemon flags of a node showing certificate `name` and trusting `ca`
+// (every daemon of a test shows the same: nodes are not told apart by their
+// certificates).
+std::vector<std::string> tls_flags(const TlsCertificates& certs, const std::string& name = "node",
+                                   const std::string& ca = "ca.pem") {
+  return {"--tls-cert", certs.file(name + ".pem"), "--tls-key", certs.file(name + ".key"), "--tls-ca",
+          certs.file(ca)};
+}
 
- private:
-  void openssl(const std::string& args) const {
-    const std::string command =
-        "cd '" + dir_.path() + "' && openssl " + args + " >> openssl.log 2>&1";
-    if (std::system(command.c_str()) != 0)
-      throw std::runtime_error("openssl " + args + " failed:\n" + read_file(file("openssl.log")));
-  }
-  void issue(const std::string& name, const std::string& ca) const {
-    std::ofstream(file(name + ".ext")) << "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n";
-    openssl("ecparam -name prime256v1 -genkey -noout -out " + name + ".key");
-    ::chmod(file(name + ".key").c_str(), 0600);
-    openssl("req -new -key " + name + ".key -subj /CN=ringsync-" + name + " -out " + name + ".csr");
-    openssl("x509 -req -in " + name + ".csr -CA " + ca + ".pem -CAkey " + ca + ".key -CAcreateserial -days 2 -extfile " +
-            name + ".ext -out " + name + ".pem");
-  }
-  TempDir dir_;
-};
-
-ClusterOptions tls_cluster(const TestCertificates& certs, int nodes) {
+ClusterOptions tls_cluster(const TlsCertificates& certs, int nodes) {
   ClusterOptions o;
   o.nodes = nodes;
   o.local_size = 2;
-  o.extra_flags = certs.flags();
+  o.extra_flags = tls_flags(certs);
   // The strangers below know the job's token: only TLS can keep them out.
   o.extra_flags.insert(o.extra_flags.end(), {"--job-token", "tls-test-token"});
   return o;
@@ -205,7 +174,7 @@ void check_refused_at_start(const std::vector<std::string>& flags, const std::st
 }  // namespace
 
 TEST_CASE("tls: two and three daemons with mutual TLS form a ring and every collective is right") {
-  const TestCertificates certs;
+  const TlsCertificates certs;
   for (int nodes : {2, 3}) {
     CAPTURE(nodes);
     ClusterFixture cluster(tls_cluster(certs, nodes));
@@ -220,7 +189,7 @@ TEST_CASE("tls: two and three daemons with mutual TLS form a ring and every coll
 }
 
 TEST_CASE("tls: a plain-text peer against a TLS daemon is refused, and the ring of the right peers still forms") {
-  const TestCertificates certs;
+  const TlsCertificates certs;
   ClusterFixture cluster(tls_cluster(certs, 2));
   const std::size_t from = cluster.log(0).size();
 
@@ -244,7 +213,7 @@ TEST_CASE("tls: a plain-text peer against a TLS daemon is refused, and the ring 
 }
 
 TEST_CASE("tls: a peer silent at the handshake is closed after --handshake-timeout; the ring forms all the same") {
-  const TestCertificates certs;
+  const TlsCertificates certs;
   ClusterOptions options = tls_cluster(certs, 2);
   options.extra_flags.insert(options.extra_flags.end(), {"--handshake-timeout", "2s"});
   ClusterFixture cluster(options);
@@ -263,13 +232,13 @@ TEST_CASE("tls: a peer silent at the handshake is closed after --handshake-timeo
 }
 
 TEST_CASE("tls: a peer whose certificate the CA did not sign is refused, and the ring of the right peers still forms") {
-  const TestCertificates certs;
+  const TlsCertificates certs;
   ClusterFixture cluster(tls_cluster(certs, 2));
   const std::size_t from = cluster.log(0).size();
   const double auth_before = auth_errors(cluster, 0);
 
   // Its own CA signed its certificate; it trusts the job's CA as well.
-  Stranger rogue(cluster, certs.flags("rogue", "both-cas.pem"));
+  Stranger rogue(cluster, tls_flags(certs, "rogue", "both-cas.pem"));
   CHECK_MESSAGE(wait_log(cluster, 0, from, "the TLS handshake failed: certificate verify failed", 30s),
                 cluster.log(0));
   // TLS 1.3: node 0 checks the client's certificate after the client's side
@@ -285,7 +254,7 @@ TEST_CASE("tls: a peer whose certificate the CA did not sign is refused, and the
 }
 
 TEST_CASE("tls: bad TLS files stop ringsyncd at start-up with a message naming the flag") {
-  const TestCertificates certs;
+  const TlsCertificates certs;
   const auto flags = [&](const std::string& cert, const std::string& key, const std::string& ca) {
     return std::vector<std::string>{"--tls-cert", certs.file(cert), "--tls-key", certs.file(key), "--tls-ca",
                                     certs.file(ca)};
@@ -302,9 +271,7 @@ TEST_CASE("tls: bad TLS files stop ringsyncd at start-up with a message naming t
     check_refused_at_start(flags("node.pem", "open.key", "ca.pem"), "has mode 0644");
   }
   SUBCASE("an encrypted key (no terminal prompt: refused at once)") {
-    const std::string command = "openssl ec -in '" + certs.file("node.key") + "' -aes256 -passout pass:secret -out '" +
-                                certs.file("encrypted.key") + "' 2>/dev/null";
-    REQUIRE(std::system(command.c_str()) == 0);
+    certs.openssl("ec -in node.key -aes256 -passout pass:secret -out encrypted.key");
     ::chmod(certs.file("encrypted.key").c_str(), 0600);
     check_refused_at_start(flags("node.pem", "encrypted.key", "ca.pem"), "(or is encrypted");
   }
