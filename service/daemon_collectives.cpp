@@ -6,6 +6,8 @@
 
 #include "common/log.h"
 #include "service/daemon.h"
+
+#include "service/cluster/control_tls.h"
 #include "service/route/route.h"
 #include "service/device_service.h"
 
@@ -139,11 +141,14 @@ Status Daemon::start_cluster() {
       config_.cluster.nodes.size() > 1)
     control = cluster::control_address(config_.cluster.nodes[0]);
   if (!control.empty()) {
-    auto listener = cluster::ControlListener::open(
-        io_, control, {config_.client_handshake_timeout, config_.cluster.join_timeout});
+    cluster::ControlListener::Options options{config_.client_handshake_timeout, config_.cluster.join_timeout,
+                                              config_.cluster.tls, [this] { metrics_.error("auth"); }};
+    auto listener = cluster::ControlListener::open(io_, control, std::move(options));
     if (!listener.ok()) return listener.status();
     control_ = std::move(listener).value();
-    RS_LOG(info, "ring") << "listening for the other nodes of multi-node jobs on " << control_->address();
+    RS_LOG(info, "ring") << "listening for the other nodes of multi-node jobs on " << control_->address()
+                         << (config_.cluster.tls ? " (mutual TLS, certificate " + config_.cluster.tls->subject() + ")"
+                                                 : std::string(" (plain text)"));
   }
   if (!config_.control_cpus.empty()) {
     // Asio looks names up on a helper thread it starts at the first

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/wire.h"
+#include "service/cluster/control_tls.h"
 #include "service/cluster/job_spec.h"
 #include "service/route/route.h"
 
@@ -136,6 +137,12 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   c.ucx_transports = cfg.get_string("ucx-transports");
   c.ucx_net_devices = cfg.get_string("ucx-net-devices");
   c.timeline_path = cfg.get_string("timeline");
+  const cluster::TlsFiles tls{cfg.get_string("tls-cert"), cfg.get_string("tls-key"), cfg.get_string("tls-ca")};
+  if (!tls.cert.empty() || !tls.key.empty() || !tls.ca.empty()) {
+    auto loaded = cluster::ControlTls::load(tls);  // its errors name the flags
+    if (!loaded.ok()) return loaded.status();
+    c.tls = std::move(loaded).value();
+  }
   return Status::Ok();
 }
 
@@ -209,6 +216,15 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"job-token-file", Kind::kPath, "", "",
        "A file holding the pre-configured job's key (--job-token), one line, readable by its owner only "
        "(chmod 600)."},
+      {"tls-cert", Kind::kPath, "", "",
+       "Mutual TLS (1.3) on every control connection between daemons: this node's certificate (PEM), signed "
+       "by the CA of --tls-ca. Give --tls-cert, --tls-key and --tls-ca together, on every node; a peer "
+       "without a certificate the CA signed is refused. The UCX data plane stays unencrypted (docs/security.md)."},
+      {"tls-key", Kind::kPath, "", "", "The private key of --tls-cert (PEM, unencrypted), readable by its owner only "
+                                     "(chmod 600)."},
+      {"tls-ca", Kind::kPath, "", "",
+       "The CA certificate(s) (PEM) that every node's --tls-cert must chain to: a ringsync-only CA, since "
+       "any certificate it signed is accepted as a node."},
       {"rendezvous", Kind::kString, "", "",
        "Rendezvous store for multi-node jobs whose trainers give no node list (RINGSYNC_NODES): "
        "etcd://HOST:PORT[,HOST:PORT]. Trainers may name their own (RINGSYNC_RENDEZVOUS)."},

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@
 #include "service/integrity/verify_results.h"
 
 namespace ringsync::service {
+
+namespace cluster {
+class ControlTls;
+}
 
 // Multi-node settings (docs/cluster.md): the tunables every multi-node job of
 // the daemon runs with, and the one job the daemon may be pre-configured with
@@ -57,6 +62,9 @@ struct ClusterConfig {
   std::string ucx_transports;                      // --ucx-transports, "" = UCX's choice
   std::string ucx_net_devices;                     // --ucx-net-devices, "" = UCX's
   std::string timeline_path;                       // --timeline: Chrome trace JSON
+  // --tls-cert, --tls-key, --tls-ca, loaded and checked: mutual TLS on every
+  // control connection (service/cluster/control_tls.h); null: plain text.
+  std::shared_ptr<cluster::ControlTls> tls;
   std::chrono::nanoseconds busy_poll{0};           // DaemonConfig::busy_poll, for the ring's thread
   // Where threads the control thread creates (UCX's, the ring's) run: the
   // daemon's CPUs when --control-cpus keeps the control thread on fewer

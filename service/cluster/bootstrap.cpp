@@ -304,7 +304,22 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       if (stop->requested) co_return stopped();
     }
     if (!ec) {
-      auto link = std::make_shared<PeerLink>(std::move(socket), "node 0 at " + target);
+      const auto handshake_time = std::min<std::chrono::nanoseconds>(
+          c.proof_timeout, std::max<std::chrono::nanoseconds>(give_up - std::chrono::steady_clock::now(),
+                                                              std::chrono::milliseconds(1)));
+      Result<ControlStream> stream = Status::Closed("not connected");
+      if (c.tls)
+        stream = co_await ControlStream::secure(std::move(socket), *c.tls, ControlStream::Role::kConnected,
+                                                handshake_time, &stop->interrupt);
+      else
+        stream = ControlStream(std::move(socket));
+      if (stop->requested) co_return stopped();
+      if (!stream.ok()) {
+        RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << stream.status().message();
+        if (c.on_auth_failure) c.on_auth_failure();
+        co_return Status(stream.status().code(), "refused node 0 at " + target + ": " + stream.status().message());
+      }
+      auto link = std::make_shared<PeerLink>(std::move(stream).value(), "node 0 at " + target);
       auto result = std::make_shared<std::optional<Result<Joined>>>();
       auto joined = std::make_shared<Joined>();
       auto done = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
@@ -319,6 +334,7 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       // Node 0 must prove it holds the key before this node proves it does,
       // and before the roster is believed.
       auto proven = std::make_shared<bool>(c.token.empty());
+      auto heard = std::make_shared<bool>(false);  // any frame from node 0
       const auto fail_auth = [on_failure = c.on_auth_failure, result, done, target](const std::string& why) {
         RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << why;
         if (on_failure) on_failure();
@@ -327,7 +343,8 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       };
       std::weak_ptr<PeerLink> weak = link;
       link->start(
-          [weak, result, joined, done, target, proven, fail_auth, key = c.token, hello](peer_wire::Message m) {
+          [weak, result, joined, done, target, proven, heard, fail_auth, key = c.token, hello](peer_wire::Message m) {
+            *heard = true;
             if (*result) return;
             if (auto* challenge = std::get_if<peer_wire::AuthChallenge>(&m)) {
               if (key.empty())
@@ -363,9 +380,18 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
               done->cancel();
             }
           },
-          [result, done, target](const Status& why) {
+          [result, done, target, heard, plain = !c.tls](const Status& why) {
             if (*result) return;
-            *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message());
+            // A node 0 with TLS closes a plain-text hello at once; and under
+            // TLS 1.3 it checks this node's certificate after this side's
+            // handshake ended, so a refusal shows here, as a closed link.
+            const std::string hint = *heard ? ""
+                                     : plain ? "; if node 0 runs with TLS (--tls-cert, --tls-key, --tls-ca), give "
+                                             "this node the same flags"
+                                             : "; node 0 may have refused this node's certificate (is it signed by "
+                                             "the CA of node 0's --tls-ca?)";
+            *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message() +
+                                       hint);
             done->cancel();
           });
       link->send(hello);

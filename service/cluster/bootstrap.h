@@ -22,6 +22,7 @@
 
 #include "common/hostfile.h"
 #include "common/status.h"
+#include "service/cluster/control_tls.h"
 #include "service/cluster/job_spec.h"
 #include "service/cluster/peer_link.h"
 #include "service/integrity/verify_results.h"
@@ -47,8 +48,11 @@ struct BootstrapConfig {
   // Runs for every peer refused for a missing or wrong proof of the key (the
   // daemon counts errors_total{kind="auth"}); may be empty.
   std::function<void()> on_auth_failure;
-  // How long node 0 waits for a worker's proof after its challenge.
+  // How long node 0 waits for a worker's proof after its challenge; on a
+  // worker, also the longest its TLS handshake with node 0 may take.
   std::chrono::nanoseconds proof_timeout = std::chrono::seconds(10);
+  // Mutual TLS with node 0 (control_tls.h), before the hello; null: plain text.
+  std::shared_ptr<ControlTls> tls;
 };
 
 // The outcome of a successful bootstrap.
@@ -99,8 +103,10 @@ class Gathering : public std::enable_shared_from_this<Gathering> {
   bool finished_ = false;
 };
 
-// A worker's side: connects to nodes[0] (retrying while it starts), says
-// hello and waits for the roster, all within the join timeout.
+// A worker's side: connects to nodes[0] (retrying while it starts), passes
+// the TLS handshake when there is one, says hello and waits for the roster,
+// all within the join timeout. A TLS handshake that fails is an error at once
+// (counted like a wrong proof): retrying would not change the certificates.
 boost::asio::awaitable<Result<Joined>> join(const BootstrapConfig& config, std::shared_ptr<StopSource> stop);
 
 // Why the coordinator refuses this hello (protocol version, job, shape, node

@@ -115,37 +115,63 @@ asio::awaitable<void> ControlListener::accept_loop(std::weak_ptr<int> alive) {
       continue;
     }
     const std::string peer = socket.remote_endpoint(ec).address().to_string();
-    auto link = std::make_shared<PeerLink>(std::move(socket), "peer at " + peer);
-    std::weak_ptr<PeerLink> weak = link;
-    auto greeted = std::make_shared<bool>(false);
-    link->start(
-        [this, weak, alive, greeted, peer](peer_wire::Message m) {
-          auto self = weak.lock();
-          if (!self || alive.expired() || *greeted) return;
-          *greeted = true;
-          // Only the first frame matters here; the route sets its own
-          // handlers, which destroys this one: no capture is used after.
-          auto* hello = std::get_if<peer_wire::PeerHello>(&m);
-          if (!hello) {
-            // A scanner or a stray client may do this in a loop: one line per source a minute.
-            const auto verdict = junk_log_.admit(peer);
-            if (verdict.log)
-              RS_LOG(warn, "ring") << self->peer_name() << " sent something other than a hello; closed"
-                                   << RepeatLimiter::left_out_text(verdict, peer);
-            self->close(Status::ProtocolError("expected a hello"));
-            return;
-          }
-          ControlListener* listener = this;
-          listener->on_first(self, std::move(*hello));
-        },
-        [](const Status&) {});
-    // A stranger that says nothing is not kept.
-    auto timer = std::make_shared<asio::steady_timer>(io_, options_.handshake_timeout);
-    timer->async_wait([weak, timer, greeted](boost::system::error_code wait_ec) {
-      if (wait_ec || *greeted) return;
-      if (auto self = weak.lock()) self->close(Status::Timeout("no hello"));
-    });
+    if (options_.tls)
+      asio::co_spawn(io_, secure(std::move(socket), peer, alive), asio::detached);
+    else
+      greet(ControlStream(std::move(socket)), peer, alive);
   }
+}
+
+asio::awaitable<void> ControlListener::secure(tcp::socket socket, std::string peer, std::weak_ptr<int> alive) {
+  // The handshake runs beside the accept loop: a slow or silent peer holds
+  // only its own connection, and only up to the handshake timeout.
+  if (alive.expired() || closed_) co_return;
+  const std::shared_ptr<ControlTls> tls = options_.tls;
+  auto stream = co_await ControlStream::secure(std::move(socket), *tls, ControlStream::Role::kAccepted,
+                                               options_.handshake_timeout);
+  if (alive.expired() || closed_) co_return;
+  if (!stream.ok()) {
+    if (options_.on_tls_refusal) options_.on_tls_refusal();
+    const auto verdict = tls_log_.admit(peer);
+    if (verdict.log)
+      RS_LOG(warn, "ring") << "refused peer at " << peer << " on the control port " << address_ << ": "
+                           << stream.status().message() << RepeatLimiter::left_out_text(verdict, peer);
+    co_return;
+  }
+  greet(std::move(stream).value(), peer, alive);
+}
+
+void ControlListener::greet(ControlStream stream, const std::string& peer, const std::weak_ptr<int>& alive) {
+  auto link = std::make_shared<PeerLink>(std::move(stream), "peer at " + peer);
+  std::weak_ptr<PeerLink> weak = link;
+  auto greeted = std::make_shared<bool>(false);
+  link->start(
+      [this, weak, alive, greeted, peer](peer_wire::Message m) {
+        auto self = weak.lock();
+        if (!self || alive.expired() || *greeted) return;
+        *greeted = true;
+        // Only the first frame matters here; the route sets its own
+        // handlers, which destroys this one: no capture is used after.
+        auto* hello = std::get_if<peer_wire::PeerHello>(&m);
+        if (!hello) {
+          // A scanner or a stray client may do this in a loop: one line per source a minute.
+          const auto verdict = junk_log_.admit(peer);
+          if (verdict.log)
+            RS_LOG(warn, "ring") << self->peer_name() << " sent something other than a hello; closed"
+                                 << RepeatLimiter::left_out_text(verdict, peer);
+          self->close(Status::ProtocolError("expected a hello"));
+          return;
+        }
+        ControlListener* listener = this;
+        listener->on_first(self, std::move(*hello));
+      },
+      [](const Status&) {});
+  // A stranger that says nothing is not kept.
+  auto timer = std::make_shared<asio::steady_timer>(io_, options_.handshake_timeout);
+  timer->async_wait([weak, timer, greeted](boost::system::error_code wait_ec) {
+    if (wait_ec || *greeted) return;
+    if (auto self = weak.lock()) self->close(Status::Timeout("no hello"));
+  });
 }
 
 void ControlListener::on_first(const std::shared_ptr<PeerLink>& link, peer_wire::PeerHello hello) {

@@ -4,7 +4,10 @@
 // no route here yet (its trainers have not connected to this daemon) waits
 // for one up to `park_timeout`, then is refused with a message naming the job
 // and this address, so the other daemon's join fails clearly instead of
-// hanging. Control thread only.
+// hanging. With TLS (Options::tls) every connection first passes a TLS
+// handshake in which the peer shows a certificate the CA signed; one that
+// fails is closed before any ringsync frame is read, logged (once a minute a
+// source) and counted (Options::on_tls_refusal). Control thread only.
 #pragma once
 
 #include <utility>  // Asio 1.18 needs std::exchange declared first
@@ -35,6 +38,10 @@ class ControlListener {
     std::chrono::nanoseconds handshake_timeout = std::chrono::seconds(10);
     // How long a hello for a job without a route waits for one.
     std::chrono::nanoseconds park_timeout = std::chrono::seconds(60);
+    // Mutual TLS for every connection (control_tls.h); null: plain text.
+    std::shared_ptr<ControlTls> tls;
+    // Runs for every connection refused at the TLS handshake; may be empty.
+    std::function<void()> on_tls_refusal;
   };
   // Hellos waiting for a route at once; more are refused at once.
   static constexpr std::size_t kMaxParked = 256;
@@ -62,6 +69,11 @@ class ControlListener {
  private:
   ControlListener(boost::asio::io_context& io, Options options);
   boost::asio::awaitable<void> accept_loop(std::weak_ptr<int> alive);
+  // The TLS handshake of one accepted connection, then greet().
+  boost::asio::awaitable<void> secure(boost::asio::ip::tcp::socket socket, std::string peer,
+                                      std::weak_ptr<int> alive);
+  // Waits (up to the handshake timeout) for the link's hello and routes it.
+  void greet(ControlStream stream, const std::string& peer, const std::weak_ptr<int>& alive);
   void on_first(const std::shared_ptr<PeerLink>& link, peer_wire::PeerHello hello);
   void park(const std::shared_ptr<PeerLink>& link, peer_wire::PeerHello hello);
 
@@ -75,6 +87,7 @@ class ControlListener {
   boost::asio::ip::tcp::acceptor acceptor_;
   std::string address_;
   RepeatLimiter junk_log_;  // connections that open with something other than a hello
+  RepeatLimiter tls_log_;   // connections refused at the TLS handshake
   std::uint16_t port_ = 0;
   bool closed_ = false;
   struct Route {

@@ -96,6 +96,7 @@ BootstrapConfig Membership::bootstrap_config(std::vector<std::uint8_t> ucx_addre
   bc.verify_results = settings_.verify_results;
   // The bootstrap ends before this membership does (it is awaited in formation_loop).
   bc.on_auth_failure = [&metrics = metrics_] { metrics.error("auth"); };
+  bc.tls = settings_.tls;
   return bc;
 }
 

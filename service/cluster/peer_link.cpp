@@ -2,10 +2,8 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 
 #include <mutex>
 
@@ -36,12 +34,12 @@ void warn_bad_frame(const std::string& peer, const std::string& why) {
 
 }  // namespace
 
-PeerLink::PeerLink(Socket socket, std::string peer_name)
-    : socket_(std::move(socket)),
+PeerLink::PeerLink(ControlStream stream, std::string peer_name)
+    : stream_(std::move(stream)),
       peer_name_(std::move(peer_name)),
-      wake_writer_(socket_.get_executor()),
-      heartbeat_timer_(socket_.get_executor()),
-      leave_deadline_(socket_.get_executor()),
+      wake_writer_(stream_.get_executor()),
+      heartbeat_timer_(stream_.get_executor()),
+      leave_deadline_(stream_.get_executor()),
       last_heard_(std::chrono::steady_clock::now()) {}
 
 std::string PeerLink::local_address() const { return local_address_; }
@@ -49,11 +47,11 @@ std::string PeerLink::local_address() const { return local_address_; }
 void PeerLink::start(OnMessage on_message, OnClosed on_closed) {
   set_handlers(std::move(on_message), std::move(on_closed));
   boost::system::error_code ec;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
-  local_address_ = socket_.local_endpoint(ec).address().to_string();
+  stream_.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  local_address_ = stream_.socket().local_endpoint(ec).address().to_string();
   wake_writer_.expires_at(asio::steady_timer::time_point::max());
-  asio::co_spawn(socket_.get_executor(), read_loop(shared_from_this()), asio::detached);
-  asio::co_spawn(socket_.get_executor(), write_loop(shared_from_this()), asio::detached);
+  asio::co_spawn(stream_.get_executor(), read_loop(shared_from_this()), asio::detached);
+  asio::co_spawn(stream_.get_executor(), write_loop(shared_from_this()), asio::detached);
 }
 
 void PeerLink::set_handlers(OnMessage on_message, OnClosed on_closed) {
@@ -64,7 +62,7 @@ void PeerLink::set_handlers(OnMessage on_message, OnClosed on_closed) {
 void PeerLink::start_heartbeats(std::chrono::nanoseconds interval,
                                 std::chrono::nanoseconds timeout) {
   last_heard_ = std::chrono::steady_clock::now();
-  asio::co_spawn(socket_.get_executor(), heartbeat_loop(shared_from_this(), interval, timeout),
+  asio::co_spawn(stream_.get_executor(), heartbeat_loop(shared_from_this(), interval, timeout),
                  asio::detached);
 }
 
@@ -77,9 +75,7 @@ void PeerLink::send(const peer_wire::Message& message) {
 void PeerLink::close(const Status& why) {
   if (closed_) return;
   closed_ = true;
-  boost::system::error_code ec;
-  socket_.shutdown(Socket::shutdown_both, ec);
-  socket_.close(ec);
+  stream_.close();
   wake_writer_.cancel();
   heartbeat_timer_.cancel();
   leave_deadline_.cancel();
@@ -103,9 +99,8 @@ void PeerLink::goodbye(const Status& why, bool finished, std::int32_t lost_node)
 asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*/) {
   std::vector<std::uint8_t> body;
   while (!closed_) {
-    boost::system::error_code ec;
     std::array<std::uint8_t, wire::kFrameHeaderBytes> header;
-    co_await asio::async_read(socket_, asio::buffer(header), asio::redirect_error(use_awaitable, ec));
+    boost::system::error_code ec = co_await stream_.read(asio::buffer(header));
     if (ec) {
       close(Status::PeerLost("its connection closed (" + ec.message() +
                              "): its daemon died or went away without a goodbye"));
@@ -118,7 +113,7 @@ asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*
       break;
     }
     body.resize(*length);
-    co_await asio::async_read(socket_, asio::buffer(body), asio::redirect_error(use_awaitable, ec));
+    ec = co_await stream_.read(asio::buffer(body));
     if (ec) {
       close(Status::PeerLost("its connection closed (" + ec.message() +
                              "): its daemon died or went away without a goodbye"));
@@ -153,8 +148,7 @@ asio::awaitable<void> PeerLink::write_loop(std::shared_ptr<PeerLink> /*keepalive
     }
     std::vector<std::uint8_t> frame = std::move(queue_.front());
     queue_.pop_front();
-    boost::system::error_code ec;
-    co_await asio::async_write(socket_, asio::buffer(frame), asio::redirect_error(use_awaitable, ec));
+    const boost::system::error_code ec = co_await stream_.write(asio::buffer(frame));
     if (ec) {
       close(Status::PeerLost("sending to it failed (" + ec.message() + ")"));
       break;

@@ -1,13 +1,13 @@
 // One control-plane connection between two daemons: verified peer frames in,
 // ordered frames out, heartbeats both ways, and a watchdog that declares the
 // peer lost when it has been silent for too long (a killed, stopped or cut-off
-// daemon looks the same from here). Runs on the daemon's control thread.
+// daemon looks the same from here). Plain TCP or TLS (control_stream.h).
+// Runs on the daemon's control thread.
 #pragma once
 
 #include <utility>  // Asio 1.18 needs std::exchange declared first
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
@@ -18,16 +18,17 @@
 
 #include "common/peer_wire.h"
 #include "common/status.h"
+#include "service/cluster/control_stream.h"
 
 namespace ringsync::service::cluster {
 
 class PeerLink : public std::enable_shared_from_this<PeerLink> {
  public:
-  using Socket = boost::asio::ip::tcp::socket;
   using OnMessage = std::function<void(peer_wire::Message)>;
   using OnClosed = std::function<void(const Status&)>;
 
-  PeerLink(Socket socket, std::string peer_name);
+  // `stream`: connected, and past its TLS handshake when the daemon runs with TLS.
+  PeerLink(ControlStream stream, std::string peer_name);
 
   // Starts reading. on_message runs for every frame except heartbeats;
   // on_closed runs once, with why the link ended.
@@ -68,7 +69,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
                                               std::chrono::nanoseconds interval,
                                               std::chrono::nanoseconds timeout);
 
-  Socket socket_;
+  ControlStream stream_;
   std::string peer_name_;
   OnMessage on_message_;
   OnClosed on_closed_;

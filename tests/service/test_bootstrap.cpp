@@ -361,7 +361,7 @@ std::shared_ptr<PeerLink> stranger(Cluster& cluster, std::vector<peer_wire::Mess
   tcp::socket socket(cluster.io);
   socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), cluster.listener->port()));
   if (!first_bytes.empty()) asio::write(socket, asio::buffer(first_bytes));
-  auto link = std::make_shared<PeerLink>(std::move(socket), "stranger");
+  auto link = std::make_shared<PeerLink>(ControlStream(std::move(socket)), "stranger");
   std::weak_ptr<PeerLink> weak = link;
   link->start(
       [&heard, weak, answer](peer_wire::Message m) {
