@@ -301,10 +301,13 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
                                                         options, spec, check);
     };
   }
-  engine_->run(std::move(make), [this, running, ring_start, check](const Status& status) {
-    if (timeline_ && running->planned->op.kind != wire::CollectiveKind::kAllreduce)
-      for (const auto& name : running->planned->op.names)
-        timeline_->phase(name, ring_phase(running->planned->op.kind), ring_start, Clock::now());
+  // A ring allreduce records its two halves itself (TimedAllreduce); every
+  // other data task is one phase, from the hand-off to the ring's thread to its end.
+  const bool timed_inside = op.kind == wire::CollectiveKind::kAllreduce && algorithm == route::Algorithm::kRing;
+  const char* phase = algorithm == route::Algorithm::kHalvingDoubling ? "HALVING_DOUBLING" : ring_phase(op.kind);
+  engine_->run(std::move(make), [this, running, ring_start, check, timed_inside, phase](const Status& status) {
+    if (timeline_ && !timed_inside)
+      for (const auto& name : running->planned->op.names) timeline_->phase(name, phase, ring_start, Clock::now());
     if (check && check->mismatch) {
       // Every node compared the same words and fails alike: the ring itself is fine.
       RS_LOG(error, "ring") << "job '" << job_.id << "': " << status.message();
