@@ -32,10 +32,10 @@ TEST_CASE("bit history: a lagging node's bit means the occupant of its time") {
 TEST_CASE("bit history: only the last kDepth occupants are remembered") {
   BitHistory history(1);
   for (std::uint64_t cycle = 1; cycle <= BitHistory::kDepth + 2; ++cycle)
-    history.record(0, cycle, tensor("t" + std::to_string(cycle)));
+    history.record(0, cycle, tensor(std::string("t").append(std::to_string(cycle))));
   CHECK_FALSE(history.resolve(0, 2));  // forgotten: the ring re-forms in this case
   CHECK(history.resolve(0, 3)->name == "t3");
-  CHECK(history.resolve(0, 100)->name == "t" + std::to_string(BitHistory::kDepth + 2));
+  CHECK(history.resolve(0, 100)->name == std::string("t").append(std::to_string(BitHistory::kDepth + 2)));
 }
 
 TEST_CASE("bit history follows a thrashing cache: every node's bits resolve to what they meant") {
@@ -45,7 +45,7 @@ TEST_CASE("bit history follows a thrashing cache: every node's bits resolve to w
   BitHistory history(2);
   std::vector<std::pair<std::uint64_t, std::map<std::uint32_t, std::string>>> node_views;
   for (std::uint64_t cycle = 1; cycle <= 12; ++cycle) {
-    const auto t = tensor("t" + std::to_string(cycle % 3));
+    const auto t = tensor(std::string("t").append(std::to_string(cycle % 3)));
     coordinator.record(t);
     history.record(*coordinator.lookup(t), cycle, t);
     std::map<std::uint32_t, std::string> view;
