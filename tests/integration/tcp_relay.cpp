@@ -62,6 +62,8 @@ void TcpRelay::run() {
     std::vector<pollfd> polled{{listen_fd_, POLLIN, 0}};
     for (int fd : fds) polled.push_back({fd, POLLIN, 0});
     if (::poll(polled.data(), polled.size(), 50) <= 0) continue;
+    // Only the descriptors polled now: an accept below adds two more.
+    const std::size_t polled_fds = fds.size();
     if (polled[0].revents & POLLIN) {
       const int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (client >= 0) {
@@ -77,7 +79,7 @@ void TcpRelay::run() {
         }
       }
     }
-    for (std::size_t i = 0; i < fds.size(); ++i) {
+    for (std::size_t i = 0; i < polled_fds; ++i) {
       if (fds[i] < 0 || !(polled[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       char buffer[16384];
       const ssize_t n = ::read(fds[i], buffer, sizeof buffer);

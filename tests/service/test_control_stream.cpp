@@ -48,12 +48,22 @@ struct SocketPair {
   tcp::socket connected;
 };
 
+// How one end's TLS handshake ended. Only the status: a stream holds timers
+// of the io_context it ran on, so it must not outlive handshake().
+struct Outcome {
+  Status why;
+  bool ok() const { return why.ok(); }
+  const Status& status() const { return why; }
+};
+
 // The server's outcome of a TLS handshake against `client` (a coroutine
 // given the connected socket), both run to their end.
 struct Handshakes {
-  std::optional<Result<ControlStream>> server;
-  std::optional<Result<ControlStream>> client;
+  std::optional<Outcome> server;
+  std::optional<Outcome> client;
 };
+
+Outcome outcome_of(const Result<ControlStream>& r) { return Outcome{r.ok() ? Status::Ok() : r.status()}; }
 
 Handshakes handshake(ControlTls& server_tls, std::shared_ptr<ControlTls> client_tls, std::chrono::nanoseconds timeout,
                      const std::string& plain_bytes = "") {
@@ -63,16 +73,18 @@ Handshakes handshake(ControlTls& server_tls, std::shared_ptr<ControlTls> client_
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        out.server = co_await ControlStream::secure(std::move(pair.accepted), server_tls,
-                                                    ControlStream::Role::kAccepted, timeout);
+        auto server = co_await ControlStream::secure(std::move(pair.accepted), server_tls,
+                                                     ControlStream::Role::kAccepted, timeout);
+        out.server = outcome_of(server);
       },
       asio::detached);
   if (client_tls) {
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {
-          out.client = co_await ControlStream::secure(std::move(pair.connected), *client_tls,
-                                                      ControlStream::Role::kConnected, timeout);
+          auto client = co_await ControlStream::secure(std::move(pair.connected), *client_tls,
+                                                       ControlStream::Role::kConnected, timeout);
+          out.client = outcome_of(client);
         },
         asio::detached);
   } else if (!plain_bytes.empty()) {
