@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -481,6 +483,15 @@ std::optional<double> metric_value(const std::string& metrics_text, const std::s
     }
   }
   return sum;
+}
+
+bool run_job(ClusterFixture& cluster, const std::string& tag, const std::vector<std::string>& scenario,
+             std::chrono::seconds timeout) {
+  RankGroup ranks(cluster, tag);
+  ranks.start_all(scenario);
+  if (all_equal(ranks.wait(timeout), 0)) return true;
+  MESSAGE("job '", tag, "' failed:\n", ranks.report(), cluster.logs());
+  return false;
 }
 
 bool wait_for_ring(ClusterFixture& cluster, std::chrono::seconds timeout) {

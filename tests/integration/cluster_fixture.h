@@ -240,5 +240,9 @@ std::optional<double> metric_value(const std::string& metrics_text, const std::s
 // True once every node's ringsync_ring_nodes gauge says the ring has all
 // nodes; false at the deadline.
 bool wait_for_ring(ClusterFixture& cluster, std::chrono::seconds timeout);
+// Runs `scenario` (ringsync-test-rank) on every rank of the cluster's job;
+// true when all exit 0 within `timeout`, else says why (ranks' and daemons' logs).
+bool run_job(ClusterFixture& cluster, const std::string& tag, const std::vector<std::string>& scenario,
+             std::chrono::seconds timeout = std::chrono::seconds(120));
 
 }  // namespace ringsync::test

@@ -42,16 +42,6 @@ ClusterOptions options(int nodes, int local_size, std::vector<std::string> extra
   return o;
 }
 
-// Runs `scenario` on every rank; true when all exit 0, else says why.
-bool run_job(ClusterFixture& cluster, const std::string& tag,
-             const std::vector<std::string>& scenario,
-             std::chrono::seconds timeout = kJobDeadline) {
-  RankGroup ranks(cluster, tag);
-  ranks.start_all(scenario);
-  if (all_equal(ranks.wait(timeout), 0)) return true;
-  MESSAGE("job '", tag, "' failed:\n", ranks.report(), cluster.logs());
-  return false;
-}
 
 bool all_running(ClusterFixture& cluster, int except = -1) {
   for (int i = 0; i < cluster.nodes(); ++i)

@@ -29,14 +29,6 @@ ClusterOptions three_nodes(std::vector<std::string> flags, int corrupt_node) {
   return o;
 }
 
-// Runs `scenario` on every rank; true when all exit 0, else says why.
-bool run_job(ClusterFixture& cluster, const std::string& tag, const std::vector<std::string>& scenario) {
-  RankGroup ranks(cluster, tag);
-  ranks.start_all(scenario);
-  if (all_equal(ranks.wait(120s), 0)) return true;
-  MESSAGE("job '", tag, "' failed:\n", ranks.report(), cluster.logs());
-  return false;
-}
 
 }  // namespace
 

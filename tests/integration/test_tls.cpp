@@ -29,7 +29,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto kJobDeadline = 120s;
 
 // The daemon flags of a node showing certificate `name` and trusting `ca`
 // (every daemon of a test shows the same: nodes are not told apart by their
@@ -50,13 +49,6 @@ ClusterOptions tls_cluster(const TlsCertificates& certs, int nodes) {
   return o;
 }
 
-bool run_job(ClusterFixture& cluster, const std::string& tag, const std::vector<std::string>& scenario) {
-  RankGroup ranks(cluster, tag);
-  ranks.start_all(scenario);
-  if (all_equal(ranks.wait(kJobDeadline), 0)) return true;
-  MESSAGE("job '", tag, "' failed:\n", ranks.report(), cluster.logs());
-  return false;
-}
 
 double auth_errors(ClusterFixture& cluster, int node) {
   return metric_value(cluster.metrics(node), "ringsync_errors_total{kind=\"auth\"}").value_or(0);
