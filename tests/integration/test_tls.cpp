@@ -29,7 +29,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
 // The daemon flags of a node showing certificate `name` and trusting `ca`
 // (every daemon of a test shows the same: nodes are not told apart by their
 // certificates).
