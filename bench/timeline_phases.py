@@ -3,7 +3,7 @@
 
   timeline_phases.py NODE0.json [NODE1.json ...] [--skip N]
 
-Reads each daemon's --timeline file (Chrome trace events: service/timeline.h)
+Reads each daemon's --timeline file (Chrome trace events: service/observe/timeline.h)
 and prints, per node and phase, how many events there were
 and the 10th, 50th and 90th percentile of their durations in microseconds, in
 the order the phases first appear; then the median period between the starts of

@@ -117,7 +117,7 @@ struct Encoder {
     return {fb::Body::Collective,
             fb::CreateCollective(b, m.request_id, static_cast<fb::CollectiveKind>(m.kind), name,
                                  static_cast<fb::DType>(m.dtype), static_cast<fb::ReduceOp>(m.op),
-                                 m.count, m.root, &send, &recv, m.staged,
+                                 m.count, m.root, &send, &recv, m.bounced,
                                  static_cast<fb::Memory>(m.memory))
                 .Union()};
   }
@@ -188,7 +188,7 @@ Result<Message> decode_collective(const fb::Collective& c) {
   m.root = c.root();
   m.send = from_fb(c.send());
   m.recv = from_fb(c.recv());
-  m.staged = c.staged();
+  m.bounced = c.bounced();
   if (static_cast<std::uint8_t>(c.memory()) > static_cast<std::uint8_t>(Memory::kDevice))
     return Status::ProtocolError("unknown memory kind " +
                                  std::to_string(static_cast<int>(c.memory())));

@@ -125,7 +125,7 @@ struct Collective {
   std::uint32_t root = 0;   // broadcast root, a local rank
   BufferRef send;
   BufferRef recv;
-  bool staged = false;  // the client copied through a staging buffer
+  bool bounced = false;  // the client copied through a bounce buffer
   Memory memory = Memory::kHost;
 };
 

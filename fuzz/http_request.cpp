@@ -1,4 +1,4 @@
-// The metrics endpoint's requests (service/http_answer.h): bytes as a client
+// The metrics endpoint's requests (service/observe/http_answer.h): bytes as a client
 // would send them on one connection, read with Beast's parser under the
 // daemon's limits and answered as the server answers, request after request
 // while the connection stays open. Every answer is a well-formed response:
@@ -15,7 +15,7 @@
 
 #include "canary.h"
 #include "common/status.h"
-#include "service/http_answer.h"
+#include "service/observe/http_answer.h"
 
 namespace {
 
@@ -55,8 +55,8 @@ class Bytes {
   std::size_t step_;
 };
 
-service::MetricsServerOptions options() {
-  service::MetricsServerOptions o;
+service::observe::MetricsServerOptions options() {
+  service::observe::MetricsServerOptions o;
   o.header_limit = 1024;  // small, so that the fuzzer reaches the limits
   o.body_limit = 512;
   o.not_ready = [] { return std::string("forming the ring"); };
@@ -67,7 +67,7 @@ service::MetricsServerOptions options() {
   return o;
 }
 
-void check(const service::http_answer::Response& res, bool head) {
+void check(const service::observe::http_answer::Response& res, bool head) {
   const unsigned status = res.result_int();
   fuzz::require(status >= 200 && status < 600);
   const auto length = res[http::field::content_length];
@@ -82,26 +82,26 @@ void check(const service::http_answer::Response& res, bool head) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   fuzz::crash_on_canary(data, size);
-  static const service::MetricsServerOptions kOptions = options();
+  static const service::observe::MetricsServerOptions kOptions = options();
   static const std::function<std::string()> kRender = [] { return std::string("ringsync_up 1\n"); };
   // The first byte picks how the bytes arrive: whole or in small pieces.
-  const std::size_t step = size > 0 && (data[0] & 1) ? 7 : service::http_answer::kReadAhead;
+  const std::size_t step = size > 0 && (data[0] & 1) ? 7 : service::observe::http_answer::kReadAhead;
   Bytes in(data, size, step);
-  boost::beast::flat_buffer buffer(service::http_answer::kReadAhead);
+  boost::beast::flat_buffer buffer(service::observe::http_answer::kReadAhead);
   for (int requests = 0; requests < 64; ++requests) {
-    service::http_answer::Parser parser;
-    service::http_answer::limit_parser(parser, kOptions);
+    service::observe::http_answer::Parser parser;
+    service::observe::http_answer::limit_parser(parser, kOptions);
     boost::system::error_code ec;
     http::read(in, buffer, parser, ec);
     if (ec) {
-      if (auto answer = service::http_answer::rejection(ec)) {
+      if (auto answer = service::observe::http_answer::rejection(ec)) {
         check(*answer, false);
         fuzz::require(answer->result_int() >= 400 && answer->result_int() < 500 && !answer->keep_alive());
       }
       return 0;
     }
     const auto& request = parser.get();
-    const auto res = service::http_answer::respond(kOptions, kRender, request);
+    const auto res = service::observe::http_answer::respond(kOptions, kRender, request);
     check(res, request.method() == http::verb::head);
     if (request.method() == http::verb::head) fuzz::require(res.body().empty());
     if (!res.keep_alive()) return 0;

@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include <nlohmann/json.hpp>
-#include "service/thread_cpus.h"
+#include "service/threads/thread_cpus.h"
 
 namespace ringsync::service {
 
@@ -65,18 +65,18 @@ Status Daemon::start() {
   if (!config_.control_cpus.empty()) {
     // Checked before anything is bound, so a wrong list costs nothing; the
     // threads started later keep the CPUs the daemon was given.
-    auto given = thread_cpus();
+    auto given = threads::thread_cpus();
     if (!given.ok()) return given.status();
-    if (Status usable = within(config_.control_cpus, *given); !usable.ok())
+    if (Status usable = threads::within(config_.control_cpus, *given); !usable.ok())
       return Status::InvalidArgument("--control-cpus " + format_cpu_list(config_.control_cpus) + ": " +
                                      usable.message());
     config_.cluster.thread_cpus = std::move(given).value();
   }
   RINGSYNC_RETURN_IF_ERROR(listen());
   if (!config_.metrics_address.empty() && config_.metrics_address != "off") {
-    MetricsServerOptions options;
+    observe::MetricsServerOptions options;
     options.not_ready = [this] { return not_ready(); };
-    auto server = MetricsServer::start(
+    auto server = observe::MetricsServer::start(
         io_, config_.metrics_address,
         [this] {
           update_gauges();
@@ -93,7 +93,7 @@ Status Daemon::start() {
   if (!config_.control_cpus.empty()) {
     // After the threads started above (pool, timeline), which keep the
     // daemon's CPUs; before the ready file, which says it is serving.
-    RINGSYNC_RETURN_IF_ERROR(set_thread_cpus(config_.control_cpus));
+    RINGSYNC_RETURN_IF_ERROR(threads::set_thread_cpus(config_.control_cpus));
     RS_LOG(info, "daemon") << "control thread on CPU(s) " << format_cpu_list(config_.control_cpus)
                            << "; other threads on " << format_cpu_list(config_.cluster.thread_cpus);
   }
@@ -120,7 +120,7 @@ Status Daemon::start() {
 Status Daemon::serve_rendezvous() {
   if (config_.serve_rendezvous.empty()) return Status::Ok();
   served_store_ = std::make_unique<rendezvous::ServedStore>();
-  MetricsServerOptions options;
+  observe::MetricsServerOptions options;
   options.flag = "--serve-rendezvous";
   options.body_limit = 2 * rendezvous::ServedStore::kMaxValueBytes;
   options.post = [store = served_store_.get()](std::string_view path, const std::string& body) -> Result<std::string> {
@@ -130,7 +130,7 @@ Status Daemon::serve_rendezvous() {
     if (!answer.ok()) return answer.status();
     return answer->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   };
-  auto server = MetricsServer::start(
+  auto server = observe::MetricsServer::start(
       io_, config_.serve_rendezvous,
       [store = served_store_.get()] {
         return "# HELP ringsync_rendezvous_store_keys Keys in the rendezvous store this daemon serves.\n"
@@ -231,7 +231,7 @@ void Daemon::accept_next() {
       return;
     } else {
       const std::uint64_t id = next_session_id_++;
-      auto session = std::make_shared<ClientSession>(*this, std::move(socket), id);
+      auto session = std::make_shared<local::ClientSession>(*this, std::move(socket), id);
       sessions_.emplace(id, session);
       metrics_.clients.with().set(static_cast<double>(sessions_.size()));
       RS_LOG(debug, "session") << "client " << id << " connected";

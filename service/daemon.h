@@ -21,21 +21,23 @@
 #include "common/wire.h"
 #include "service/cluster/control_listener.h"
 #include "service/cluster/job_ring.h"
-#include "service/job_description.h"
-#include "service/kept_states.h"
 #include "service/daemon_config.h"
-#include "service/daemon_metrics.h"
-#include "service/job.h"
-#include "service/metrics_http.h"
+#include "service/local/job.h"
+#include "service/local/job_description.h"
+#include "service/local/kept_states.h"
+#include "service/local/session.h"
+#include "service/observe/daemon_metrics.h"
+#include "service/observe/metrics_http.h"
+#include "service/observe/timeline.h"
 #include "service/rendezvous/served_store.h"
-#include "service/session.h"
-#include "service/timeline.h"
-#include "service/busy_poll.h"
-#include "service/work_pool.h"
+#include "service/threads/busy_poll.h"
+#include "service/threads/work_pool.h"
+
+namespace ringsync::service::device {
+class DeviceService;
+}
 
 namespace ringsync::service {
-
-class DeviceService;
 
 class Daemon {
  public:
@@ -50,7 +52,7 @@ class Daemon {
   void stop();
 
   const DaemonConfig& config() const { return config_; }
-  DaemonMetrics& metrics() { return metrics_; }
+  observe::DaemonMetrics& metrics() { return metrics_; }
   // Warnings about misbehaving clients, at most one per client process a minute.
   RepeatLimiter& client_warnings() { return client_warnings_; }
   std::string metrics_endpoint() const;
@@ -60,8 +62,8 @@ class Daemon {
 
   // Called by sessions on the control thread. A non-ok Status means the client
   // broke the protocol: the session sends it and closes.
-  Status on_message(const std::shared_ptr<ClientSession>& session, wire::Message message);
-  void on_disconnect(const std::shared_ptr<ClientSession>& session);
+  Status on_message(const std::shared_ptr<local::ClientSession>& session, wire::Message message);
+  void on_disconnect(const std::shared_ptr<local::ClientSession>& session);
 
  private:
   // Connection lifecycle (daemon.cpp).
@@ -75,20 +77,20 @@ class Daemon {
   Status write_ready_file() const;
 
   // Jobs (daemon_jobs.cpp).
-  Status on_hello(const std::shared_ptr<ClientSession>& session, const wire::Hello& hello);
+  Status on_hello(const std::shared_ptr<local::ClientSession>& session, const wire::Hello& hello);
   // The job's ring for this hello: the one there is, or a new one; an error
   // refuses the hello.
-  Result<cluster::JobRing*> ring_for(const DescribedJob& described);
+  Result<cluster::JobRing*> ring_for(const local::DescribedJob& described);
   std::unique_ptr<cluster::JobRing> make_ring(cluster::JobSpec spec);
   // The hello reply: node rank and count, heartbeat interval, the channel.
-  void answer_hello(const std::shared_ptr<ClientSession>& session, bool wants_channel, cluster::JobRing* ring);
+  void answer_hello(const std::shared_ptr<local::ClientSession>& session, bool wants_channel, cluster::JobRing* ring);
   // A rendezvous job's registration ended: answer the hellos that waited.
   void on_registered(const std::string& job_id, const Status& outcome);
   // Where the other nodes reach this daemon's control port ("" when unknown).
   std::string advertised_address() const;
   // "rank 3 of job 'j' (node 1 at 10.0.0.2:29517, local rank 1, pid 42)".
-  std::string rank_name(const ClientSession& session) const;
-  void rank_left(const ClientSession& session, const Status& why, bool clean = false);
+  std::string rank_name(const local::ClientSession& session) const;
+  void rank_left(const local::ClientSession& session, const Status& why, bool clean = false);
   void on_ring_lost(const std::string& job_id, const Status& why);
   // A job its trainers described: once no rank of it is here and its ring is
   // not formed (or closed), the ring goes.
@@ -100,24 +102,24 @@ class Daemon {
   void forget_ended_jobs(Clock::time_point now);
 
   // Requests (daemon_requests.cpp).
-  void on_alloc(const std::shared_ptr<ClientSession>& session, const wire::AllocBuffer& alloc);
-  void on_free(const std::shared_ptr<ClientSession>& session, const wire::FreeBuffer& free);
-  void on_collective(const std::shared_ptr<ClientSession>& session, wire::Collective request);
-  void on_keep_state(const std::shared_ptr<ClientSession>& session, const wire::KeepState& keep);
-  void on_fetch_state(const std::shared_ptr<ClientSession>& session, const wire::FetchState& fetch);
+  void on_alloc(const std::shared_ptr<local::ClientSession>& session, const wire::AllocBuffer& alloc);
+  void on_free(const std::shared_ptr<local::ClientSession>& session, const wire::FreeBuffer& free);
+  void on_collective(const std::shared_ptr<local::ClientSession>& session, wire::Collective request);
+  void on_keep_state(const std::shared_ptr<local::ClientSession>& session, const wire::KeepState& keep);
+  void on_fetch_state(const std::shared_ptr<local::ClientSession>& session, const wire::FetchState& fetch);
   // `ring`: the job's ring on this node (null for a job of this node alone).
-  Result<Submission> prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
+  Result<local::Submission> prepare(const std::shared_ptr<local::ClientSession>& session, const local::Job& job,
                              const cluster::JobRing* ring, wire::Collective request);
-  // GPU buffers (service/device_service.h), created on first use.
-  DeviceService& devices();
+  // GPU buffers (service/device/service.h), created on first use.
+  device::DeviceService& devices();
 
   // Running and answering collectives (daemon_collectives.cpp).
-  void execute(PendingCollective collective);
-  void observe_rank_wait(const PendingCollective& collective);
-  void finish(PendingCollective& collective, const Status& status, Clock::time_point ready,
+  void execute(local::PendingCollective collective);
+  void observe_rank_wait(const local::PendingCollective& collective);
+  void finish(local::PendingCollective& collective, const Status& status, Clock::time_point ready,
               std::size_t job_ranks = 0);
   Status start_cluster();
-  void fail(PendingCollective& collective, const Status& status, std::string_view error_kind);
+  void fail(local::PendingCollective& collective, const Status& status, std::string_view error_kind);
   void update_gauges();
   // The control loop's hooks for shared-memory channels (BusyPoll::Hooks).
   std::size_t poll_channels();
@@ -134,40 +136,40 @@ class Daemon {
   boost::asio::steady_timer accept_retry_;
   boost::asio::steady_timer shutdown_deadline_;
   metrics::Registry registry_;
-  DaemonMetrics metrics_;
-  std::unique_ptr<MetricsServer> metrics_server_;
+  observe::DaemonMetrics metrics_;
+  std::unique_ptr<observe::MetricsServer> metrics_server_;
   // --serve-rendezvous: the store, and the HTTP endpoint that serves it.
   std::unique_ptr<rendezvous::ServedStore> served_store_;
-  std::unique_ptr<MetricsServer> store_server_;
-  WorkPool pool_;
-  BusyPoll busy_;
-  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<observe::MetricsServer> store_server_;
+  threads::WorkPool pool_;
+  threads::BusyPoll busy_;
+  std::unique_ptr<observe::Timeline> timeline_;
   std::unique_ptr<cluster::ControlListener> control_;  // --control-address (or node 0 of --hostfile)
   // Multi-node jobs by id, with how their first rank here described them
   // (none for the pre-configured job); rings of released jobs until their
   // last work is done.
   struct HostedRing {
     std::unique_ptr<cluster::JobRing> ring;
-    std::optional<DescribedJob> described;
+    std::optional<local::DescribedJob> described;
   };
   std::map<std::string, HostedRing> rings_;
   std::vector<std::unique_ptr<cluster::JobRing>> retiring_;
   // Hellos of rendezvous jobs waiting for this node's rank, by job.
   struct AwaitingRank {
-    std::weak_ptr<ClientSession> session;
+    std::weak_ptr<local::ClientSession> session;
     bool wants_channel = false;
   };
   std::map<std::string, std::vector<AwaitingRank>> awaiting_rank_;
   // Jobs that ended here, and when their metrics go (--job-metrics-linger).
   std::map<std::string, Clock::time_point> forget_metrics_at_;
-  KeptStates kept_;
+  local::KeptStates kept_;
   // Jobs whose run was lost here, and when: the next run's registration says how long recovery took.
   std::map<std::string, Clock::time_point> lost_at_;
   void job_gone(const std::string& job_id);
-  std::shared_ptr<DeviceService> devices_;         // pool work holds no reference to it
-  std::map<std::uint64_t, std::shared_ptr<ClientSession>> sessions_;
-  std::vector<std::shared_ptr<ClientSession>> channels_;  // sessions with a shared-memory channel
-  std::map<std::string, Job> jobs_;
+  std::shared_ptr<device::DeviceService> devices_;         // pool work holds no reference to it
+  std::map<std::uint64_t, std::shared_ptr<local::ClientSession>> sessions_;
+  std::vector<std::shared_ptr<local::ClientSession>> channels_;  // sessions with a shared-memory channel
+  std::map<std::string, local::Job> jobs_;
   std::uint64_t next_session_id_ = 1;
   bool stopping_ = false;
   bool serving_ = false;  // accepting trainers: start() got through

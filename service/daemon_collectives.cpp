@@ -8,8 +8,8 @@
 #include "service/daemon.h"
 
 #include "service/cluster/control_tls.h"
+#include "service/device/service.h"
 #include "service/route/route.h"
-#include "service/device_service.h"
 
 namespace ringsync::service {
 namespace asio = boost::asio;
@@ -33,8 +33,8 @@ std::uint64_t payload_bytes(const wire::Collective& c, std::size_t ranks) {
 
 }  // namespace
 
-void Daemon::observe_rank_wait(const PendingCollective& collective) {
-  const Submission* last = nullptr;
+void Daemon::observe_rank_wait(const local::PendingCollective& collective) {
+  const local::Submission* last = nullptr;
   for (const auto& s : collective.submissions) {
     metrics_.rank_wait.with({collective.job_id, std::to_string(s.local_rank)})
         .observe(seconds_between(collective.first_submit, s.submitted));
@@ -46,10 +46,10 @@ void Daemon::observe_rank_wait(const PendingCollective& collective) {
     timeline_->phase(collective.name, "WAIT_FOR_RANKS", collective.first_submit, Clock::now());
 }
 
-void Daemon::execute(PendingCollective collective) {
+void Daemon::execute(local::PendingCollective collective) {
   const Clock::time_point ready = Clock::now();
 
-  Status agreed = check_agreement(collective);
+  Status agreed = local::check_agreement(collective);
   if (!agreed.ok()) {
     RS_LOG(warn, "collective") << agreed.message();
     fail(collective, agreed, "mismatch");
@@ -57,7 +57,7 @@ void Daemon::execute(PendingCollective collective) {
   }
   const wire::Collective& first = collective.submissions.front().request;
   if (first.memory == wire::Memory::kDevice && payload_bytes(first, 1) > 0) {
-    devices().run_local(std::move(collective), [this, ready](PendingCollective& done,
+    devices().run_local(std::move(collective), [this, ready](local::PendingCollective& done,
                                                             const Status& status) {
       if (!status.ok())
         RS_LOG(warn, "device") << "tensor '" << done.name << "': " << status.message();
@@ -65,7 +65,7 @@ void Daemon::execute(PendingCollective collective) {
     });
     return;
   }
-  auto work = std::make_shared<LocalCollective>(plan_of(collective), config_.reduce_chunk_bytes);
+  auto work = std::make_shared<local::LocalCollective>(local::plan_of(collective), config_.reduce_chunk_bytes);
   if (work->pieces() == 0) {
     finish(collective, Status::Ok(), ready);
     return;
@@ -78,7 +78,7 @@ void Daemon::execute(PendingCollective collective) {
     finish(collective, Status::Ok(), ready);
     return;
   }
-  auto shared = std::make_shared<PendingCollective>(std::move(collective));
+  auto shared = std::make_shared<local::PendingCollective>(std::move(collective));
   pool_.run(
       work->pieces(), [work](std::size_t i) { work->run_piece(i); },
       [this, shared, ready] {
@@ -91,11 +91,11 @@ void Daemon::execute(PendingCollective collective) {
       });
 }
 
-void Daemon::finish(PendingCollective& collective, const Status& status,
+void Daemon::finish(local::PendingCollective& collective, const Status& status,
                     Clock::time_point ready, std::size_t job_ranks) {
   if (collective.staging && status.ok()) {
     // GPU buffers of a multi-node job: the ring's result goes back to the GPUs first.
-    devices().stage_out(std::move(collective), [this, ready, job_ranks](PendingCollective& done,
+    devices().stage_out(std::move(collective), [this, ready, job_ranks](local::PendingCollective& done,
                                                                        const Status& copied) {
       finish(done, copied, ready, job_ranks);
     });
@@ -103,7 +103,7 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
   }
   const wire::Collective& first = collective.submissions.front().request;
   const std::size_t ranks = job_ranks ? job_ranks : collective.submissions.size();
-  metrics_.collective_done(collective.job_id, first.kind, first.dtype, status_label(status.code()),
+  metrics_.collective_done(collective.job_id, first.kind, first.dtype, observe::status_label(status.code()),
                            payload_bytes(first, ranks), seconds_between(ready, Clock::now()),
                            ranks, first.memory == wire::Memory::kDevice);
   if (timeline_ && job_ranks == 0) timeline_->phase(collective.name, "LOCAL_COLLECTIVE", ready, Clock::now());
@@ -114,13 +114,13 @@ void Daemon::finish(PendingCollective& collective, const Status& status,
                                    << status.to_string();
 }
 
-void Daemon::fail(PendingCollective& collective, const Status& status,
+void Daemon::fail(local::PendingCollective& collective, const Status& status,
                   std::string_view error_kind) {
   metrics_.error(error_kind);
   const wire::CollectiveKind kind = collective.submissions.empty()
                                         ? wire::CollectiveKind::kAllreduce
                                         : collective.submissions.front().request.kind;
-  metrics_.collectives.with({collective.job_id, wire::collective_kind_name(kind), status_label(status.code())})
+  metrics_.collectives.with({collective.job_id, wire::collective_kind_name(kind), observe::status_label(status.code())})
       .inc();
   for (auto& s : collective.submissions) s.complete(status);
 }
@@ -132,7 +132,7 @@ Status Daemon::start_cluster() {
     std::string path = config_.cluster.timeline_path;
     for (auto at = path.find("{node}"); at != std::string::npos; at = path.find("{node}"))
       path.replace(at, 6, std::to_string(config_.cluster.node_rank));
-    auto timeline = Timeline::open(path, config_.cluster.node_rank);
+    auto timeline = observe::Timeline::open(path, config_.cluster.node_rank);
     if (!timeline.ok()) return timeline.status();
     timeline_ = std::move(timeline).value();
   }
@@ -155,7 +155,7 @@ Status Daemon::start_cluster() {
     // asynchronous lookup, which joining a job's node 0 makes. A numeric
     // lookup now (no network, no wait) starts it before the daemon keeps this
     // thread on --control-cpus, so it runs on every CPU of the daemon like
-    // the other helpers (service/thread_cpus.h).
+    // the other helpers (service/threads/thread_cpus.h).
     auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
     resolver->async_resolve("127.0.0.1", "0",
                             asio::ip::tcp::resolver::numeric_host | asio::ip::tcp::resolver::numeric_service,
@@ -193,7 +193,7 @@ void Daemon::sweep() {
       Status timeout = Status::Timeout(
           "tensor '" + pending.name + "' of job '" + id + "' timed out after " +
           elapsed_text(now - pending.first_submit) + ": local rank(s) " +
-          rank_list(missing) + " never submitted it (--collective-timeout)");
+          local::rank_list(missing) + " never submitted it (--collective-timeout)");
       RS_LOG(warn, "collective") << timeout.message();
       fail(pending, timeout, "timeout");
     }
@@ -205,8 +205,8 @@ void Daemon::sweep() {
       metrics_.stall_reports.with({id}).inc();
       RS_LOG(warn, "stall") << "tensor '" << name << "' of job '" << id
                             << "' is waiting for local rank(s) "
-                            << rank_list(pending.missing_ranks()) << "; submitted by "
-                            << rank_list(pending.present_ranks()) << " "
+                            << local::rank_list(pending.missing_ranks()) << "; submitted by "
+                            << local::rank_list(pending.present_ranks()) << " "
                             << elapsed_text(now - pending.first_submit) << " ago";
     }
   }

@@ -320,7 +320,7 @@ Result<DaemonConfig> daemon_config_from(const config::Config& cfg) {
   const auto& env = cfg.environment();
   const bool slurm_step = env.contains("SLURM_JOB_ID") && env.contains("SLURM_STEP_ID") &&
                           cfg.get_string("hostfile").empty() && cfg.get_string("hosts").empty();
-  auto access = AccessPolicy::parse(::getuid(), cfg.get_string("allow-uid"), cfg.get_string("allow-gid"));
+  auto access = local::AccessPolicy::parse(::getuid(), cfg.get_string("allow-uid"), cfg.get_string("allow-gid"));
   if (!access.ok()) return access.status();
   d.access = std::move(access).value();
   d.socket_path = cfg.get_string("socket");

@@ -17,8 +17,8 @@
 #include "common/hostfile.h"
 #include "common/socket_path.h"
 #include "common/status.h"
-#include "service/client_access.h"
 #include "service/integrity/verify_results.h"
+#include "service/local/client_access.h"
 
 namespace ringsync::service {
 
@@ -68,7 +68,7 @@ struct ClusterConfig {
   std::chrono::nanoseconds busy_poll{0};           // DaemonConfig::busy_poll, for the ring's thread
   // Where threads the control thread creates (UCX's, the ring's) run: the
   // daemon's CPUs when --control-cpus keeps the control thread on fewer
-  // (service/thread_cpus.h). Empty: where the control thread runs.
+  // (service/threads/thread_cpus.h). Empty: where the control thread runs.
   std::vector<int> thread_cpus;
 
   // Set when the daemon runs as a step of a Slurm job (SLURM_JOB_ID and
@@ -90,7 +90,7 @@ struct DaemonConfig {
   // /tmp/ringsync-<uid>/ringsyncd.sock (see default_socket_path()).
   std::string socket_path;
   // --allow-uid / --allow-gid: who besides the daemon's uid may use the socket.
-  AccessPolicy access;
+  local::AccessPolicy access;
   // --metrics-address, default 127.0.0.1:9400. "" when the metrics server is off
   // ("off" or an empty value); otherwise HOST:PORT with IPv6 hosts in brackets.
   std::string metrics_address;
@@ -121,14 +121,14 @@ struct DaemonConfig {
   // is closed.
   std::chrono::nanoseconds client_handshake_timeout{0};
   // --busy-poll, default 100us: after a small collective's events the control
-  // loop polls instead of sleeping for this long (service/busy_poll.h); 0: never.
+  // loop polls instead of sleeping for this long (service/threads/busy_poll.h); 0: never.
   std::chrono::nanoseconds busy_poll{0};
   // --client-channel, default shm: trainers that ask get a shared-memory
   // channel for their frames (common/shm_channel.h); "socket" keeps every
   // frame on the Unix socket.
   bool shm_channel = true;
   // --control-cpus, default none: the CPUs of the control thread
-  // (service/thread_cpus.h); empty leaves it to the scheduler.
+  // (service/threads/thread_cpus.h); empty leaves it to the scheduler.
   std::vector<int> control_cpus;
   // --rank-liveness-timeout, default 30s (0: off): a rank whose process is
   // stopped, or that stops answering while it waits, this long fails its job.
@@ -141,7 +141,7 @@ struct DaemonConfig {
   // --job-metrics-linger, default 5m: how long an ended job's series stay in
   // /metrics (so the last scrapes see its final counts).
   std::chrono::nanoseconds job_metrics_linger{0};
-  // Committed states trainers keep in this daemon (service/kept_states.h):
+  // Committed states trainers keep in this daemon (service/local/kept_states.h):
   // --max-kept-state-bytes for the node, gone --kept-state-linger after their
   // job's last rank left.
   std::uint64_t max_kept_state_bytes = 0;

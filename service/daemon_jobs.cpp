@@ -7,7 +7,7 @@
 #include "common/units.h"
 #include "common/version.h"
 #include "service/daemon.h"
-#include "service/device_service.h"
+#include "service/device/service.h"
 
 namespace ringsync::service {
 
@@ -35,7 +35,7 @@ cluster::JobRing* Daemon::ring_of(const std::string& job_id) {
   return it == rings_.end() ? nullptr : it->second.ring.get();
 }
 
-Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wire::Hello& hello) {
+Status Daemon::on_hello(const std::shared_ptr<local::ClientSession>& session, const wire::Hello& hello) {
   if (session->membership) return Status::ProtocolError("a second hello on one connection");
   auto refuse = [&](Status status) {
     RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid
@@ -55,7 +55,7 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
                                           " is out of range [1, " + std::to_string(config_.max_job_ranks) +
                                           "] (this ringsyncd's --max-job-ranks)"));
   if (hello.job_id.size() > 256) return refuse(Status::InvalidArgument("job id is longer than 256 bytes"));
-  const Credentials& who = session->credentials();
+  const local::Credentials& who = session->credentials();
   if (Status allowed = config_.access.admit(who); !allowed.ok()) {
     metrics_.error("auth");
     return refuse(allowed);
@@ -107,7 +107,7 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
           std::to_string(hello.node_rank) + " of " + std::to_string(hello.num_nodes) +
           "; connect to the right node's daemon, or fix RINGSYNC_NODE_RANK / RINGSYNC_NUM_NODES"));
   } else {
-    auto described = describe_job(hello, JobDefaults{config_.cluster.rendezvous,
+    auto described = local::describe_job(hello, local::JobDefaults{config_.cluster.rendezvous,
                                                      control_ ? control_->port() : std::uint16_t{0}});
     if (!described.ok()) return refuse(described.status());
     if (described->spec.num_nodes > 1 || ring) {
@@ -127,7 +127,7 @@ Status Daemon::on_hello(const std::shared_ptr<ClientSession>& session, const wir
     if (ring) asio::post(io_, [this, id = hello.job_id] { maybe_release(id); });
     return refuse(joined);
   }
-  session->membership = ClientSession::Membership{hello.job_id, hello.local_rank, hello.pid};
+  session->membership = local::ClientSession::Membership{hello.job_id, hello.local_rank, hello.pid};
   if (ring) ring->set_local_ranks(it->second.connected());
   metrics_.jobs.with().set(static_cast<double>(jobs_.size()));
   // Series a dashboard reads exist from the job's (and the rank's) start.
@@ -187,7 +187,7 @@ void Daemon::on_registered(const std::string& job_id, const Status& outcome) {
   if (!outcome.ok()) asio::post(io_, [this, job_id] { maybe_release(job_id); });
 }
 
-void Daemon::answer_hello(const std::shared_ptr<ClientSession>& session, bool wants_channel, cluster::JobRing* ring) {
+void Daemon::answer_hello(const std::shared_ptr<local::ClientSession>& session, bool wants_channel, cluster::JobRing* ring) {
   wire::HelloReply reply{Status::Ok(), wire::kProtocolVersion, kVersion};
   if (ring) {
     reply.node_rank = ring->node_rank();
@@ -211,13 +211,13 @@ void Daemon::answer_hello(const std::shared_ptr<ClientSession>& session, bool wa
   session->hello_answered();
 }
 
-Result<cluster::JobRing*> Daemon::ring_for(const DescribedJob& described) {
+Result<cluster::JobRing*> Daemon::ring_for(const local::DescribedJob& described) {
   const std::string& id = described.spec.id;
   if (auto it = rings_.find(id); it != rings_.end()) {
     auto local = jobs_.find(id);
     if (local != jobs_.end() && local->second.connected() > 0) {
       const std::string mismatch =
-          it->second.described ? description_mismatch(*it->second.described, described) : std::string();
+          it->second.described ? local::description_mismatch(*it->second.described, described) : std::string();
       if (!mismatch.empty())
         return Status::InvalidArgument("job '" + id + "': " + mismatch +
                                        "; start every rank of a job with the same environment");
@@ -257,8 +257,8 @@ Result<cluster::JobRing*> Daemon::ring_for(const DescribedJob& described) {
 
 std::unique_ptr<cluster::JobRing> Daemon::make_ring(cluster::JobSpec spec) {
   cluster::JobRing::Hooks hooks;
-  hooks.fail = [this](PendingCollective& p, const Status& s, std::string_view kind) { fail(p, s, kind); };
-  hooks.succeed = [this](PendingCollective& p, Clock::time_point ready, std::size_t ranks) {
+  hooks.fail = [this](local::PendingCollective& p, const Status& s, std::string_view kind) { fail(p, s, kind); };
+  hooks.succeed = [this](local::PendingCollective& p, Clock::time_point ready, std::size_t ranks) {
     finish(p, Status::Ok(), ready, ranks);
   };
   const std::string id = spec.id;
@@ -269,7 +269,7 @@ std::unique_ptr<cluster::JobRing> Daemon::make_ring(cluster::JobSpec spec) {
                                             timeline_.get(), std::move(hooks));
 }
 
-std::string Daemon::rank_name(const ClientSession& session) const {
+std::string Daemon::rank_name(const local::ClientSession& session) const {
   const auto& who = *session.membership;
   auto it = rings_.find(who.job_id);
   if (it == rings_.end())
@@ -281,14 +281,14 @@ std::string Daemon::rank_name(const ClientSession& session) const {
          ", local rank " + std::to_string(who.local_rank) + ", pid " + std::to_string(who.pid) + ")";
 }
 
-void Daemon::rank_left(const ClientSession& session, const Status& why, bool clean) {
+void Daemon::rank_left(const local::ClientSession& session, const Status& why, bool clean) {
   const auto& who = *session.membership;
   cluster::JobRing* ring = ring_of(who.job_id);
   if (!ring) return;
   ring->rank_left(ring->node_rank() * ring->slots() + who.local_rank, why, clean);
 }
 
-void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
+void Daemon::on_disconnect(const std::shared_ptr<local::ClientSession>& session) {
   if (sessions_.erase(session->id()) == 0) return;  // already handled
   std::erase(channels_, session);
   if (stopping_ && sessions_.empty()) io_.stop();
@@ -304,7 +304,7 @@ void Daemon::on_disconnect(const std::shared_ptr<ClientSession>& session) {
                           << " of job '" << who.job_id << "') disconnected";
   auto job_it = jobs_.find(who.job_id);
   if (job_it == jobs_.end()) return;
-  Job& job = job_it->second;
+  local::Job& job = job_it->second;
   job.add_buffer_bytes(-static_cast<std::int64_t>(buffer_bytes));
   cluster::JobRing* ring = ring_of(who.job_id);
   if (!ring) {

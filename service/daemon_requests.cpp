@@ -6,7 +6,7 @@
 #include "common/version.h"
 #include "service/cluster/node_operation.h"
 #include "service/daemon.h"
-#include "service/device_service.h"
+#include "service/device/service.h"
 
 namespace ringsync::service {
 
@@ -31,7 +31,7 @@ bool partially_overlap(const std::byte* a, std::uint64_t a_bytes, const std::byt
 
 }  // namespace
 
-Status Daemon::on_message(const std::shared_ptr<ClientSession>& session, wire::Message message) {
+Status Daemon::on_message(const std::shared_ptr<local::ClientSession>& session, wire::Message message) {
   session->liveness.heard = Clock::now();
   if (auto* hello = std::get_if<wire::Hello>(&message)) return on_hello(session, *hello);
   if (!session->membership)
@@ -79,12 +79,12 @@ Status Daemon::on_message(const std::shared_ptr<ClientSession>& session, wire::M
       message);
 }
 
-DeviceService& Daemon::devices() {
-  if (!devices_) devices_ = std::make_shared<DeviceService>(io_, pool_, metrics_, cuda_backend());
+device::DeviceService& Daemon::devices() {
+  if (!devices_) devices_ = std::make_shared<device::DeviceService>(io_, pool_, metrics_, device::cuda_backend());
   return *devices_;
 }
 
-void Daemon::on_alloc(const std::shared_ptr<ClientSession>& session,
+void Daemon::on_alloc(const std::shared_ptr<local::ClientSession>& session,
                       const wire::AllocBuffer& alloc) {
   const auto& who = *session->membership;
   auto job = jobs_.find(who.job_id);
@@ -114,7 +114,7 @@ void Daemon::on_alloc(const std::shared_ptr<ClientSession>& session,
   session->send(wire::AllocReply{alloc.request_id, Status::Ok(), id, alloc.bytes}, shared);
 }
 
-void Daemon::on_free(const std::shared_ptr<ClientSession>& session, const wire::FreeBuffer& free) {
+void Daemon::on_free(const std::shared_ptr<local::ClientSession>& session, const wire::FreeBuffer& free) {
   const std::uint64_t before = session->buffers.total_bytes();
   if (!session->buffers.release(free.buffer_id)) {
     RS_LOG(warn, "session") << "client " << session->id() << " freed unknown buffer "
@@ -128,7 +128,7 @@ void Daemon::on_free(const std::shared_ptr<ClientSession>& session, const wire::
   metrics_.registered_bytes.with({"host"}).dec(static_cast<double>(freed));
 }
 
-void Daemon::on_keep_state(const std::shared_ptr<ClientSession>& session, const wire::KeepState& keep) {
+void Daemon::on_keep_state(const std::shared_ptr<local::ClientSession>& session, const wire::KeepState& keep) {
   const auto& who = *session->membership;
   auto reply = [&](const Status& status) {
     if (!status.ok()) metrics_.error("keep_state");
@@ -149,7 +149,7 @@ void Daemon::on_keep_state(const std::shared_ptr<ClientSession>& session, const 
   reply(kept);
 }
 
-void Daemon::on_fetch_state(const std::shared_ptr<ClientSession>& session, const wire::FetchState& fetch) {
+void Daemon::on_fetch_state(const std::shared_ptr<local::ClientSession>& session, const wire::FetchState& fetch) {
   const auto& who = *session->membership;
   auto kept = kept_.fetch({who.job_id, who.local_rank, fetch.name});
   if (!kept) {
@@ -175,7 +175,7 @@ void Daemon::on_fetch_state(const std::shared_ptr<ClientSession>& session, const
   session->send(wire::AllocReply{fetch.request_id, Status::Ok(), id, kept->bytes}, shared);
 }
 
-Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session, const Job& job,
+Result<local::Submission> Daemon::prepare(const std::shared_ptr<local::ClientSession>& session, const local::Job& job,
                                    const cluster::JobRing* ring, wire::Collective request) {
   // The client library refuses longer names too; names travel between daemons
   // in bounded frames.
@@ -200,8 +200,8 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
                                      std::to_string(ranks) + ")");
     if (request.root != global_rank) send_bytes = 0;  // only the root's data is read
   }
-  Submission s;
-  ResolvedBuffer send, recv;
+  local::Submission s;
+  local::ResolvedBuffer send, recv;
   if (request.memory == wire::Memory::kDevice) {
     auto send_device = session->devices.resolve(request.send, send_bytes, "send");
     if (!send_device.ok()) return send_device.status();
@@ -243,11 +243,11 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
     return Status::InvalidArgument("send and receive ranges of tensor '" + request.name +
                                    "' overlap without being in place");
   s.local_rank = rank;
-  s.where = Contribution{send.data, recv.data};
+  s.where = local::Contribution{send.data, recv.data};
   if (send.keepalive) s.keepalive.push_back(std::move(send.keepalive));
   if (recv.keepalive) s.keepalive.push_back(std::move(recv.keepalive));
   s.submitted = Clock::now();
-  std::weak_ptr<ClientSession> weak = session;
+  std::weak_ptr<local::ClientSession> weak = session;
   const std::uint64_t request_id = request.request_id;
   s.complete = [weak, request_id](const Status& status) {
     if (auto live = weak.lock()) {
@@ -259,7 +259,7 @@ Result<Submission> Daemon::prepare(const std::shared_ptr<ClientSession>& session
   return s;
 }
 
-void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
+void Daemon::on_collective(const std::shared_ptr<local::ClientSession>& session,
                            wire::Collective request) {
   const auto reject = [&](const Status& status, std::string_view kind) {
     RS_LOG(info, "collective") << "client " << session->id() << ": tensor '" << request.name
@@ -269,12 +269,12 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   };
   auto job_it = jobs_.find(session->membership->job_id);
   if (job_it == jobs_.end()) return reject(Status::Internal("job vanished"), "internal");
-  Job& job = job_it->second;
+  local::Job& job = job_it->second;
   if (request.count <= route::kBusyPollBytes) busy_.extend_for(request.count * dtype_size(request.dtype));
   cluster::JobRing* ring = ring_of(job.id());
   auto submission = prepare(session, job, ring, request);
   if (!submission.ok()) return reject(submission.status(), "invalid_argument");
-  if (request.staged)  // prepare() checked that count * element size does not overflow
+  if (request.bounced)  // prepare() checked that count * element size does not overflow
     metrics_.staged_bytes.with().inc(static_cast<double>(request.count * dtype_size(request.dtype)));
   const std::uint64_t request_id = request.request_id;
   auto ready = job.submit(std::move(submission).value());
@@ -299,15 +299,15 @@ void Daemon::on_collective(const std::shared_ptr<ClientSession>& session,
   }
   // GPU buffers go around the ring through host memory: staged first, onto
   // one carrier rank per node (DeviceStaging::host_contributions).
-  Status agreed = check_agreement(**ready);
+  Status agreed = local::check_agreement(**ready);
   if (!agreed.ok()) {
     RS_LOG(warn, "collective") << agreed.message();
     fail(**ready, agreed, "mismatch");
     return;
   }
-  const NodeShape shape{ring->node_rank(), ring->num_nodes(), ring->slots()};
+  const device::NodeShape shape{ring->node_rank(), ring->num_nodes(), ring->slots()};
   devices().stage_in(std::move(**ready), shape, config_.cluster.gpu_staging_chunk_bytes,
-                     [this, id = job.id()](PendingCollective& staged, const Status& s) {
+                     [this, id = job.id()](local::PendingCollective& staged, const Status& s) {
     if (!s.ok()) return fail(staged, s, "device");
     cluster::JobRing* staged_ring = ring_of(id);
     if (!staged_ring || stopping_) return fail(staged, Status::Closed("the ring of job '" + id + "' is gone"), "shutdown");

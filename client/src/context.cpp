@@ -164,15 +164,15 @@ void Context::send_free(std::uint32_t buffer_id) {
   if (Status s = connection_->send(wire::FreeBuffer{buffer_id}); !s.ok()) fail_connection(s);
 }
 
-Result<StagingBuffer> Context::acquire_staging(std::size_t bytes) {
-  const auto size_class = StagingPool::size_class(bytes);
+Result<BounceBuffer> Context::acquire_bounce(std::size_t bytes) {
+  const auto size_class = BouncePool::size_class(bytes);
   if (!size_class)
     return Status::OutOfMemory("cannot stage " + std::to_string(bytes) +
                                " bytes; use a buffer from rs_alloc() instead");
   if (auto idle = pool_.take(*size_class)) return std::move(*idle);
   auto issued = allocate_buffer(*size_class);
   if (!issued.ok()) return issued.status();
-  return StagingBuffer{issued->buffer_id, *size_class, std::move(issued->memory)};
+  return BounceBuffer{issued->buffer_id, *size_class, std::move(issued->memory)};
 }
 
 void Context::release(PendingCollective& pending) {
@@ -180,9 +180,9 @@ void Context::release(PendingCollective& pending) {
   pending.pinned.clear();
   for (std::uint32_t id : pending.device_pinned) devices_.unpin(id);
   pending.device_pinned.clear();
-  if (!pending.staging) return;
-  auto surplus = pool_.give_back(std::move(*pending.staging));
-  pending.staging.reset();
+  if (!pending.bounce) return;
+  auto surplus = pool_.give_back(std::move(*pending.bounce));
+  pending.bounce.reset();
   if (surplus) send_free(surplus->buffer_id);
 }
 
@@ -210,18 +210,18 @@ Result<std::shared_ptr<RequestState>> Context::submit(const CollectiveCall& call
   PendingCollective pending;
   pending.placement = std::move(*placement);
   const Placement& where = pending.placement;
-  if (where.staging_bytes > 0) {
-    auto staging = acquire_staging(where.staging_bytes);
-    if (!staging.ok()) return staging.status();
-    pending.staging = std::move(*staging);
+  if (where.bounce_bytes > 0) {
+    auto bounce = acquire_bounce(where.bounce_bytes);
+    if (!bounce.ok()) return bounce.status();
+    pending.bounce = std::move(*bounce);
   }
-  const std::uint32_t staging_id = pending.staging ? pending.staging->buffer_id : 0;
-  apply_copy_in(where, pending.staging ? pending.staging->region.data() : nullptr);
+  const std::uint32_t bounce_id = pending.bounce ? pending.bounce->buffer_id : 0;
+  apply_copy_in(where, pending.bounce ? pending.bounce->region.data() : nullptr);
 
   wire::Collective message = to_message(call, next_request_id_++);
-  message.send = buffer_ref(where.send, staging_id);
-  message.recv = buffer_ref(where.recv, staging_id);
-  message.staged = where.staged();
+  message.send = buffer_ref(where.send, bounce_id);
+  message.recv = buffer_ref(where.recv, bounce_id);
+  message.bounced = where.bounced();
 
   for (const Location* l : {&where.send, &where.recv}) {
     if (l->where != Location::Where::kShared) continue;
@@ -346,10 +346,10 @@ Status Context::on_completion(const wire::Completion& completion) {
     pending_.erase(it);
   }
   // The result is out and the buffers are released before a waiter wakes: it may
-  // free a buffer or reuse the staging buffer right away.
+  // free a buffer or reuse the bounce buffer right away.
   pending.state->complete(completion.status, [&](bool deliver) {
-    if (deliver && pending.staging)
-      apply_copy_out(pending.placement, pending.staging->region.data());
+    if (deliver && pending.bounce)
+      apply_copy_out(pending.placement, pending.bounce->region.data());
     release(pending);
   });
   return Status::Ok();

@@ -1,6 +1,6 @@
 // One connection of a trainer to its ringsyncd: the handshake, the requests in
 // flight (completed by whichever thread waits, progress.h), shared buffers,
-// the staging pool and the registered GPU allocations (context_device.cpp).
+// the bounce pool and the registered GPU allocations (context_device.cpp).
 #pragma once
 
 #include <atomic>
@@ -23,7 +23,7 @@
 #include "client/src/placement.h"
 #include "client/src/progress.h"
 #include "client/src/requests.h"
-#include "client/src/staging_pool.h"
+#include "client/src/bounce_pool.h"
 #include "common/status.h"
 
 namespace ringsync::client {
@@ -48,7 +48,7 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   // Closes the connection: pending requests complete with kClosed, shared and
-  // staging buffers are unmapped.
+  // bounce buffers are unmapped.
   ~Context();
 
   int local_rank() const { return settings_.local_rank; }
@@ -74,7 +74,7 @@ class Context {
   // Nodes waiting to join the job's next run (elastic jobs with room; else 0).
   Result<std::uint32_t> nodes_waiting();
 
-  // Validates, places (zero copy or staged), copies in and sends one collective.
+  // Validates, places (zero copy or bounced), copies in and sends one collective.
   // The returned state completes when the daemon answers or the connection ends.
   Result<std::shared_ptr<RequestState>> submit(const CollectiveCall& call);
 
@@ -107,7 +107,7 @@ class Context {
   struct PendingCollective {
     std::shared_ptr<RequestState> state;
     Placement placement;
-    std::optional<StagingBuffer> staging;
+    std::optional<BounceBuffer> bounce;
     std::vector<std::uint32_t> pinned;         // shared buffers the request uses
     std::vector<std::uint32_t> device_pinned;  // GPU allocations it uses
   };
@@ -123,8 +123,8 @@ class Context {
           std::shared_ptr<DeviceMemory> device);
 
   Result<IssuedBuffer> allocate_buffer(std::size_t bytes);
-  Result<StagingBuffer> acquire_staging(std::size_t bytes);
-  // Unpins the request's buffers and returns its staging buffer to the pool.
+  Result<BounceBuffer> acquire_bounce(std::size_t bytes);
+  // Unpins the request's buffers and returns its bounce buffer to the pool.
   void release(PendingCollective& pending);
   // Registers the request and sends the collective (both memory paths).
   Result<std::shared_ptr<RequestState>> send_collective(wire::Collective message,
@@ -165,7 +165,7 @@ class Context {
   int node_rank_ = 0;
   int num_nodes_ = 1;
   SharedBuffers buffers_;
-  StagingPool pool_;
+  BouncePool pool_;
   const std::shared_ptr<DeviceMemory> device_;
   DeviceRegistry devices_;
   std::mutex register_mu_;  // one registration round trip at a time

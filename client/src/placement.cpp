@@ -13,17 +13,17 @@ Location shared_at(const wire::BufferRef& ref, void* ptr, std::size_t advance) {
   return l;
 }
 
-Location staging_at(std::uint64_t offset) {
+Location bounce_at(std::uint64_t offset) {
   Location l;
-  l.where = Location::Where::kStaging;
-  l.staging_offset = offset;
+  l.where = Location::Where::kBounce;
+  l.bounce_offset = offset;
   return l;
 }
 
 // Reduce-scatter and alltoall, whose input is not (or not only) the result's
-// own slot: a staged input goes to the start of the staging buffer and a
-// staged output after it, except a reduce-scatter's, which stays in its slot of
-// the staged input (in place).
+// own slot: a bounced input goes to the start of the bounce buffer and a
+// bounced output after it, except a reduce-scatter's, which stays in its slot of
+// the bounced input (in place).
 Result<Placement> place_apart(const CollectiveCall& call, const CallBytes& bytes, int rank,
                               const FindShared& find) {
   Placement p;
@@ -31,26 +31,26 @@ Result<Placement> place_apart(const CollectiveCall& call, const CallBytes& bytes
   if (!recv_ref.ok()) return recv_ref.status();
   auto send_ref = find(call.send, bytes.send);
   if (!send_ref.ok()) return send_ref.status();
-  std::size_t staged = 0;
+  std::size_t bounced = 0;
   if (*send_ref) {
     p.send = shared_at(**send_ref, const_cast<void*>(call.send), 0);
   } else {
-    p.send = staging_at(0);
+    p.send = bounce_at(0);
     p.copy_in = CopyIn{static_cast<const std::byte*>(call.send), p.send, bytes.send};
-    staged = bytes.send;
+    bounced = bytes.send;
   }
   if (*recv_ref) {
     p.recv = shared_at(**recv_ref, call.recv, 0);
   } else {
-    std::size_t at = staged;
+    std::size_t at = bounced;
     if (call.kind == wire::CollectiveKind::kReduceScatter && !*send_ref)
       at = static_cast<std::size_t>(rank) * bytes.recv;
     else
-      staged += bytes.recv;
-    p.recv = staging_at(at);
+      bounced += bytes.recv;
+    p.recv = bounce_at(at);
     p.copy_out = CopyOut{at, static_cast<std::byte*>(call.recv), bytes.recv};
   }
-  p.staging_bytes = staged;
+  p.bounce_bytes = bounced;
   return p;
 }
 
@@ -92,8 +92,8 @@ Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int 
     return p;
   }
 
-  p.staging_bytes = bytes.recv;
-  p.recv = staging_at(0);
+  p.bounce_bytes = bytes.recv;
+  p.recv = bounce_at(0);
   // A root broadcasting in place already holds the result.
   const bool result_in_place =
       call.kind == wire::CollectiveKind::kBroadcast && has_send && call.send == call.recv;
@@ -102,32 +102,32 @@ Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int 
   if (send_ref) {
     p.send = shared_at(*send_ref, const_cast<void*>(call.send), 0);
   } else {
-    p.send = staging_at(slot);
+    p.send = bounce_at(slot);
     p.copy_in = CopyIn{send_bytes, p.send, bytes.send};
   }
   return p;
 }
 
-wire::BufferRef buffer_ref(const Location& where, std::uint32_t staging_id) {
+wire::BufferRef buffer_ref(const Location& where, std::uint32_t bounce_id) {
   switch (where.where) {
     case Location::Where::kNone: return {};
     case Location::Where::kShared: return where.shared;
-    case Location::Where::kStaging: return {staging_id, where.staging_offset};
+    case Location::Where::kBounce: return {bounce_id, where.bounce_offset};
   }
   return {};
 }
 
-void apply_copy_in(const Placement& placement, std::byte* staging) {
+void apply_copy_in(const Placement& placement, std::byte* bounce) {
   if (!placement.copy_in) return;
   const CopyIn& c = *placement.copy_in;
-  std::byte* to = c.to.where == Location::Where::kShared ? c.to.ptr : staging + c.to.staging_offset;
+  std::byte* to = c.to.where == Location::Where::kShared ? c.to.ptr : bounce + c.to.bounce_offset;
   if (to != c.from) std::memmove(to, c.from, c.bytes);
 }
 
-void apply_copy_out(const Placement& placement, const std::byte* staging) {
+void apply_copy_out(const Placement& placement, const std::byte* bounce) {
   if (!placement.copy_out) return;
   const CopyOut& c = *placement.copy_out;
-  std::memcpy(c.to, staging + c.staging_offset, c.bytes);
+  std::memcpy(c.to, bounce + c.bounce_offset, c.bytes);
 }
 
 }  // namespace ringsync::client

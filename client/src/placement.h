@@ -1,5 +1,5 @@
 // Where the daemon reads and writes one collective: straight in the caller's
-// shared buffers (zero copy) or in a staging buffer, with the copies staging
+// shared buffers (zero copy) or in a bounce buffer, with the copies bounce
 // needs. In-place calls stay in place on both paths.
 #pragma once
 
@@ -15,11 +15,11 @@
 namespace ringsync::client {
 
 struct Location {
-  enum class Where { kNone, kShared, kStaging };
+  enum class Where { kNone, kShared, kBounce };
   Where where = Where::kNone;
   wire::BufferRef shared;            // kShared: the daemon's name for it
   std::byte* ptr = nullptr;          // kShared: the caller's address of it
-  std::uint64_t staging_offset = 0;  // kStaging
+  std::uint64_t bounce_offset = 0;  // kBounce
 };
 
 // Before submitting: caller memory -> shared memory.
@@ -29,9 +29,9 @@ struct CopyIn {
   std::size_t bytes = 0;
 };
 
-// After a successful completion: staging buffer -> the caller's recvbuf.
+// After a successful completion: bounce buffer -> the caller's recvbuf.
 struct CopyOut {
-  std::uint64_t staging_offset = 0;
+  std::uint64_t bounce_offset = 0;
   std::byte* to = nullptr;
   std::size_t bytes = 0;
 };
@@ -39,10 +39,10 @@ struct CopyOut {
 struct Placement {
   Location send;
   Location recv;
-  std::size_t staging_bytes = 0;  // > 0: needs a staging buffer this large
+  std::size_t bounce_bytes = 0;  // > 0: needs a bounce buffer this large
   std::optional<CopyIn> copy_in;
   std::optional<CopyOut> copy_out;
-  bool staged() const { return copy_in.has_value() || copy_out.has_value(); }
+  bool bounced() const { return copy_in.has_value() || copy_out.has_value(); }
 };
 
 // Looks up a pointer range among the caller's shared buffers (SharedBuffers::find).
@@ -52,13 +52,13 @@ using FindShared = std::function<Result<std::optional<wire::BufferRef>>(const vo
 Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int rank,
                         const FindShared& find);
 
-// The daemon's reference for a location; `staging_id` names the staging buffer.
-wire::BufferRef buffer_ref(const Location& where, std::uint32_t staging_id);
+// The daemon's reference for a location; `bounce_id` names the bounce buffer.
+wire::BufferRef buffer_ref(const Location& where, std::uint32_t bounce_id);
 
-// Performs the copy-in; `staging` is the staging buffer's memory (unused without one).
-void apply_copy_in(const Placement& placement, std::byte* staging);
+// Performs the copy-in; `bounce` is the bounce buffer's memory (unused without one).
+void apply_copy_in(const Placement& placement, std::byte* bounce);
 
-// Performs the copy-out from the staging buffer's memory.
-void apply_copy_out(const Placement& placement, const std::byte* staging);
+// Performs the copy-out from the bounce buffer's memory.
+void apply_copy_out(const Placement& placement, const std::byte* bounce);
 
 }  // namespace ringsync::client

@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "service/cluster/peer_auth.h"
-#include "service/pending_collective.h"
+#include "service/local/pending_collective.h"
 
 namespace ringsync::service::cluster {
 
@@ -243,7 +243,7 @@ asio::awaitable<Result<Joined>> Gathering::wait(std::shared_ptr<StopSource> stop
     for (std::uint32_t r = 1; r < n; ++r)
       if (!joined_[r]) missing.push_back(r);
     close_all(Status::Timeout("ring not formed"));
-    co_return Status::Timeout("node(s) " + rank_list(missing) + " of job '" + config_.job_id +
+    co_return Status::Timeout("node(s) " + local::rank_list(missing) + " of job '" + config_.job_id +
                               "' did not join within " + units::format_seconds(config_.join_timeout) +
                               " (this coordinator listens on " + control_address(config_.nodes[0]) + ")");
   }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/peer_wire.h"
-#include "service/pending_collective.h"
+#include "service/local/pending_collective.h"
 
 namespace ringsync::service::cluster {
 
@@ -23,7 +23,7 @@ class ControlPlane {
 // order, and when each became ready here.
 struct PlannedOperation {
   peer_wire::Operation op;
-  std::vector<PendingCollective> tensors;
+  std::vector<local::PendingCollective> tensors;
   std::vector<Clock::time_point> ready_at;
 };
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "service/thread_cpus.h"
+#include "service/threads/thread_cpus.h"
 #include "service/transport/ucx_transport.h"
 
 namespace ringsync::service::cluster {
@@ -13,7 +13,7 @@ UcxDataPlane::UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus)
 Result<std::vector<std::uint8_t>> UcxDataPlane::open() {
   context_.reset();
   auto ucx = [&] {
-    ThreadCpusScope spread(cpus_);  // UCX's own threads
+    threads::ThreadCpusScope spread(cpus_);  // UCX's own threads
     return transport::UcxContext::create(options_);
   }();
   if (!ucx.ok()) return Status::Internal("cannot start UCX: " + ucx.status().message());

@@ -31,7 +31,7 @@ class DataPlane {
 // UCX: a UcxContext (context and worker) per ring, then a UcxTransport.
 class UcxDataPlane final : public DataPlane {
  public:
-  // cpus: where UCX's own threads run (service/thread_cpus.h); empty: anywhere.
+  // cpus: where UCX's own threads run (service/threads/thread_cpus.h); empty: anywhere.
   UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus);
   Result<std::vector<std::uint8_t>> open() override;
   Result<std::unique_ptr<transport::Transport>> connect(

@@ -6,10 +6,11 @@
 #include "common/log.h"
 #include "service/cluster/node_operation.h"
 #include "service/cluster/staged_allreduce.h"
-#include "service/device_staging.h"
+#include "service/device/staging.h"
 #include "service/integrity/checked_result.h"
 #include "service/integrity/linear_sum.h"
 #include "service/integrity/test_corruption.h"
+#include "service/observe/timeline.h"
 #include "service/ring/allgather.h"
 #include "service/ring/allreduce.h"
 #include "service/ring/alltoall.h"
@@ -17,7 +18,6 @@
 #include "service/ring/halving_doubling.h"
 #include "service/ring/reduce_scatter.h"
 #include "service/route/route.h"
-#include "service/timeline.h"
 
 namespace ringsync::service::cluster {
 
@@ -49,7 +49,7 @@ std::string describe(const peer_wire::Operation& op) {
 // thread, as the task moves from reduce-scatter to allgather.
 class TimedAllreduce final : public ring::Task {
  public:
-  TimedAllreduce(std::unique_ptr<ring::Allreduce> inner, Timeline* timeline, std::vector<std::string> names)
+  TimedAllreduce(std::unique_ptr<ring::Allreduce> inner, observe::Timeline* timeline, std::vector<std::string> names)
       : inner_(std::move(inner)), timeline_(timeline), names_(std::move(names)) {}
 
   Status post() override {
@@ -72,7 +72,7 @@ class TimedAllreduce final : public ring::Task {
 
  private:
   std::unique_ptr<ring::Allreduce> inner_;
-  Timeline* timeline_;
+  observe::Timeline* timeline_;
   std::vector<std::string> names_;
   Clock::time_point start_;
   Clock::time_point gather_start_;
@@ -81,8 +81,8 @@ class TimedAllreduce final : public ring::Task {
 
 }  // namespace
 
-Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings, WorkPool& pool,
-                   DaemonMetrics& metrics, Timeline* timeline, Hooks hooks)
+Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings, threads::WorkPool& pool,
+                   observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks)
     : io_(io),
       job_(job),
       settings_(settings),
@@ -90,7 +90,7 @@ Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig
       metrics_(metrics),
       timeline_(timeline),
       hooks_(std::move(hooks)),
-      staging_(StagingBuffers::create(settings.fusion_threshold_bytes)),
+      ring_buffers_(RingBufferPool::create(settings.fusion_threshold_bytes)),
       corrupt_results_(integrity::corrupt_result_node() == job.node_rank && job.num_nodes > 1) {
   if (corrupt_results_)
     RS_LOG(warn, "ring") << integrity::kCorruptResultEnv << " is set: job '" << job.id << "' node "
@@ -169,7 +169,7 @@ void Executor::begin(std::shared_ptr<Running> running) {
 }
 
 void Executor::fill_staged(std::shared_ptr<Running> running) {
-  std::vector<std::shared_ptr<DeviceStaging>> unfilled;
+  std::vector<std::shared_ptr<device::DeviceStaging>> unfilled;
   for (const auto& t : running->planned->tensors)
     if (t.staging && t.staging->pipelined()) unfilled.push_back(t.staging);
   if (unfilled.empty()) return gather(std::move(running));
@@ -190,14 +190,14 @@ void Executor::gather(std::shared_ptr<Running> running) {
   const peer_wire::Operation& op = running->planned->op;
   OperationShape shape{op.kind, op.dtype, op.op, op.root, job_.node_rank, job_.num_nodes, job_.slots};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
-  std::vector<std::vector<Contribution>> tensors;
+  std::vector<std::vector<local::Contribution>> tensors;
   for (const auto& t : running->planned->tensors) {
-    std::vector<Contribution> ranks;
+    std::vector<local::Contribution> ranks;
     for (const auto& s : t.submissions) ranks.push_back(s.where);
     tensors.push_back(std::move(ranks));
   }
   running->work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
-                                                   settings_.ring_chunk_bytes, staging_.get());
+                                                   settings_.ring_chunk_bytes, ring_buffers_.get());
   auto work = running->work;
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);
@@ -250,7 +250,7 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
   const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, job_.slots);
   auto work = running->work;
   const Clock::time_point ring_start = Clock::now();
-  Timeline* timeline = timeline_;
+  observe::Timeline* timeline = timeline_;
   std::vector<std::string> names = timeline ? op.names : std::vector<std::string>{};
   const route::Algorithm algorithm =
       route::data_algorithm(settings_.halving_doubling_bytes, op.kind, work->buffer_bytes(), job_.num_nodes);
@@ -323,7 +323,7 @@ void Executor::run_staged(std::shared_ptr<Running> running) {
   const peer_wire::Operation& op = running->planned->op;
   const ring::RingOptions options = ring_options(op);
   const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
-  std::shared_ptr<DeviceStaging> staging = running->planned->tensors[0].staging;
+  std::shared_ptr<device::DeviceStaging> staging = running->planned->tensors[0].staging;
   const std::size_t count = op.counts.empty() ? 0 : static_cast<std::size_t>(op.counts[0]);
   // One staging copy holds several ring chunks: the copy engine's cost per copy
   // is paid rarely (--gpu-staging-chunk; docs/gpu.md).
@@ -379,7 +379,7 @@ void Executor::complete(std::shared_ptr<Running> running, const Status& status, 
       hooks_.fail(running->planned->tensors[i], status,
                   !error_kind.empty()                        ? std::string(error_kind)
                   : status.code() == StatusCode::kPeerLost ? "peer_lost"
-                                                            : status_label(status.code()));
+                                                            : observe::status_label(status.code()));
     }
   }
   start_operations();

@@ -24,12 +24,12 @@
 #include "service/cluster/control_plane.h"
 #include "service/cluster/job_spec.h"
 #include "service/cluster/ring_engine.h"
-#include "service/cluster/staging_buffers.h"
+#include "service/cluster/ring_buffer_pool.h"
 #include "service/daemon_config.h"
-#include "service/daemon_metrics.h"
-#include "service/work_pool.h"
+#include "service/observe/daemon_metrics.h"
+#include "service/threads/work_pool.h"
 
-namespace ringsync::service {
+namespace ringsync::service::observe {
 class Timeline;
 }
 
@@ -42,8 +42,8 @@ class Executor {
   static constexpr std::size_t kMaxInFlight = 2;
 
   struct Hooks {
-    std::function<void(PendingCollective&, const Status&, std::string_view error_kind)> fail;
-    std::function<void(PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
+    std::function<void(local::PendingCollective&, const Status&, std::string_view error_kind)> fail;
+    std::function<void(local::PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
     // A ring operation failed on this node: the ring is over. The operation
     // waits for the verdict (lost()), which names the node to blame.
     std::function<void(const Status&)> suspect;
@@ -51,8 +51,8 @@ class Executor {
     std::function<void()> idle;
   };
 
-  Executor(boost::asio::io_context& io, const JobSpec& job, const ClusterConfig& settings, WorkPool& pool,
-           DaemonMetrics& metrics, Timeline* timeline, Hooks hooks);
+  Executor(boost::asio::io_context& io, const JobSpec& job, const ClusterConfig& settings, threads::WorkPool& pool,
+           observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks);
   ~Executor();
 
   // A ring formed: operations of this epoch run on `engine` (valid until lost()).
@@ -94,13 +94,13 @@ class Executor {
   boost::asio::io_context& io_;
   const JobSpec& job_;
   const ClusterConfig& settings_;
-  WorkPool& pool_;
-  DaemonMetrics& metrics_;
-  Timeline* timeline_;
+  threads::WorkPool& pool_;
+  observe::DaemonMetrics& metrics_;
+  observe::Timeline* timeline_;
   Hooks hooks_;
   // Ring buffers of fused and in-place operations, kept up to one fusion
   // buffer's worth between operations.
-  std::shared_ptr<StagingBuffers> staging_;
+  std::shared_ptr<RingBufferPool> ring_buffers_;
   // Test only: this node flips a bit of each checked result (integrity/test_corruption.h).
   const bool corrupt_results_;
 

@@ -12,7 +12,7 @@ std::size_t tensor_bytes(const wire::Collective& c) { return static_cast<std::si
 
 }  // namespace
 
-std::optional<std::vector<std::uint8_t>> local_reduction(const PendingCollective& collective,
+std::optional<std::vector<std::uint8_t>> local_reduction(const local::PendingCollective& collective,
                                                          std::uint64_t max_bytes) {
   if (max_bytes == 0 || collective.staging || collective.submissions.empty()) return std::nullopt;
   const wire::Collective& c = collective.submissions.front().request;
@@ -31,7 +31,7 @@ std::optional<std::vector<std::uint8_t>> local_reduction(const PendingCollective
   return out;
 }
 
-Status copy_result(const PendingCollective& collective, std::span<const std::uint8_t> result) {
+Status copy_result(const local::PendingCollective& collective, std::span<const std::uint8_t> result) {
   if (collective.submissions.empty()) return Status::Ok();
   const std::size_t bytes = tensor_bytes(collective.submissions.front().request);
   if (result.size() != bytes)

@@ -11,18 +11,18 @@
 #include <vector>
 
 #include "common/status.h"
-#include "service/pending_collective.h"
+#include "service/local/pending_collective.h"
 
 namespace ringsync::service::cluster {
 
 // The local ranks' reduction of a ready allreduce of at most max_bytes in host
 // memory (avg sums: the coordinator divides by the job's ranks); nullopt for
 // anything else (other collectives, GPU buffers, larger tensors, max_bytes 0).
-std::optional<std::vector<std::uint8_t>> local_reduction(const PendingCollective& collective,
+std::optional<std::vector<std::uint8_t>> local_reduction(const local::PendingCollective& collective,
                                                          std::uint64_t max_bytes);
 
 // Copies `result` (one tensor's finished allreduce) to every local rank's
 // receive buffer. Fails, copying nothing, when its size is not the tensor's.
-Status copy_result(const PendingCollective& collective, std::span<const std::uint8_t> result);
+Status copy_result(const local::PendingCollective& collective, std::span<const std::uint8_t> result);
 
 }  // namespace ringsync::service::cluster

@@ -13,7 +13,7 @@ namespace ringsync::service::cluster {
 namespace asio = boost::asio;
 
 JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& settings, ControlListener* listener,
-                 WorkPool& pool, DaemonMetrics& metrics, Timeline* timeline, Hooks hooks,
+                 threads::WorkPool& pool, observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks,
                  std::unique_ptr<DataPlane> data_plane)
     : job_(std::move(job)),
       settings_(settings),
@@ -122,7 +122,7 @@ void JobRing::stop(const Status& why, const Status& goodbye) {
 
 bool JobRing::done() const { return executor_.idle() && membership_->settled(); }
 
-void JobRing::local_ready(PendingCollective collective) {
+void JobRing::local_ready(local::PendingCollective collective) {
   if (stopping_) {
     hooks_.fail(collective, Status::Closed("ringsyncd is shutting down"), "shutdown");
     return;

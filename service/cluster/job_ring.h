@@ -21,13 +21,13 @@
 #include "service/cluster/job_spec.h"
 #include "service/cluster/membership.h"
 #include "service/cluster/negotiator.h"
-#include "service/rendezvous/rendezvous.h"
 #include "service/daemon_config.h"
-#include "service/daemon_metrics.h"
-#include "service/pending_collective.h"
-#include "service/work_pool.h"
+#include "service/local/pending_collective.h"
+#include "service/observe/daemon_metrics.h"
+#include "service/rendezvous/rendezvous.h"
+#include "service/threads/work_pool.h"
 
-namespace ringsync::service {
+namespace ringsync::service::observe {
 class Timeline;
 }
 
@@ -39,10 +39,10 @@ class JobRing {
  public:
   struct Hooks {
     // Answers every rank of a collective with an error (and counts it).
-    std::function<void(PendingCollective&, const Status&, std::string_view error_kind)> fail;
+    std::function<void(local::PendingCollective&, const Status&, std::string_view error_kind)> fail;
     // Answers every rank with success; `ready` is when the node had it ready,
     // `ranks` the ranks of the whole job (for bus bandwidth).
-    std::function<void(PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
+    std::function<void(local::PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
     // The ring was lost, or a rank of the job left (on any node): the local
     // job must fail what it holds and refuse more.
     std::function<void(const Status&)> ring_lost;
@@ -55,7 +55,7 @@ class JobRing {
 
   // `data_plane` null: UCX with the settings' transports.
   JobRing(boost::asio::io_context& io, JobSpec job, const ClusterConfig& settings, ControlListener* listener,
-          WorkPool& pool, DaemonMetrics& metrics, Timeline* timeline, Hooks hooks,
+          threads::WorkPool& pool, observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks,
           std::unique_ptr<DataPlane> data_plane = nullptr);
   ~JobRing();
   JobRing(const JobRing&) = delete;
@@ -89,7 +89,7 @@ class JobRing {
   bool has_waiting() const { return negotiator_.has_waiting(); }
 
   // Every local rank submitted this collective: negotiate it with the others.
-  void local_ready(PendingCollective collective);
+  void local_ready(local::PendingCollective collective);
   // Periodic: stall report (coordinator), collective timeout of tensors the
   // other nodes never got ready and of stuck ring operations, link bandwidth.
   // Returns the number of tensors stalled across nodes.

@@ -11,7 +11,7 @@
 #include "service/cluster/control_listener.h"
 #include "service/cluster/local_network.h"
 #include "service/cluster/peer_auth.h"
-#include "service/thread_cpus.h"
+#include "service/threads/thread_cpus.h"
 
 namespace ringsync::service::cluster {
 
@@ -25,7 +25,7 @@ constexpr auto kMaxReformPause = std::chrono::milliseconds(5000);
 }  // namespace
 
 Membership::Membership(asio::io_context& io, JobSpec& job, const ClusterConfig& settings, ControlListener* listener,
-                       std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics, Hooks hooks,
+                       std::unique_ptr<DataPlane> data_plane, observe::DaemonMetrics& metrics, Hooks hooks,
                        std::shared_ptr<rendezvous::Rendezvous> rendezvous)
     : io_(io),
       job_(job),
@@ -194,7 +194,7 @@ Status Membership::form(Joined joined) {
   metrics_.peers_lost.with({job_.id}).inc(0);  // the series exists from the first ring on
   auto counting = std::make_unique<transport::CountingTransport>(std::move(transport).value(), link_counters_);
   {
-    ThreadCpusScope spread(settings_.thread_cpus);  // the ring's thread
+    threads::ThreadCpusScope spread(settings_.thread_cpus);  // the ring's thread
     engine_ = std::make_unique<RingEngine>(
         std::move(counting), [&io = io_](std::function<void()> f) { asio::post(io, std::move(f)); },
         settings_.busy_poll);

@@ -32,7 +32,7 @@
 #include "service/cluster/peer_link.h"
 #include "service/cluster/ring_engine.h"
 #include "service/daemon_config.h"
-#include "service/daemon_metrics.h"
+#include "service/observe/daemon_metrics.h"
 #include "service/rendezvous/rendezvous.h"
 #include "service/transport/counting.h"
 
@@ -60,7 +60,7 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   // `rendezvous` for the job's members (filling in job.nodes) and, on node 0,
   // for the ring's epoch.
   Membership(boost::asio::io_context& io, JobSpec& job, const ClusterConfig& settings, ControlListener* listener,
-             std::unique_ptr<DataPlane> data_plane, DaemonMetrics& metrics, Hooks hooks,
+             std::unique_ptr<DataPlane> data_plane, observe::DaemonMetrics& metrics, Hooks hooks,
              std::shared_ptr<rendezvous::Rendezvous> rendezvous);
   ~Membership() override;
 
@@ -120,7 +120,7 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   ControlListener* listener_;
   std::uint64_t route_ = 0;  // node 0: this ring's route on the control port
   std::unique_ptr<DataPlane> data_plane_;
-  DaemonMetrics& metrics_;
+  observe::DaemonMetrics& metrics_;
   Hooks hooks_;
   boost::asio::steady_timer wake_formation_;
   boost::asio::steady_timer suspicion_;

@@ -6,9 +6,9 @@
 #include <unordered_map>
 
 #include "common/log.h"
-#include "service/cluster/negotiator.h"
 #include "service/cluster/inline_allreduce.h"
-#include "service/timeline.h"
+#include "service/cluster/negotiator.h"
+#include "service/observe/timeline.h"
 
 namespace ringsync::service::cluster {
 
@@ -16,7 +16,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-peer_wire::ReadyTensor describe(const PendingCollective& p) {
+peer_wire::ReadyTensor describe(const local::PendingCollective& p) {
   const wire::Collective& c = p.submissions.front().request;
   return peer_wire::ReadyTensor{p.name, c.kind, c.dtype, c.op, c.count, c.root};
 }
@@ -24,7 +24,7 @@ peer_wire::ReadyTensor describe(const PendingCollective& p) {
 }  // namespace
 
 Negotiator::Negotiator(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings,
-                       DaemonMetrics& metrics, Timeline* timeline, Hooks hooks)
+                       observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks)
     : io_(io),
       job_(job),
       settings_(settings),
@@ -151,12 +151,12 @@ std::optional<Status> Negotiator::expired(Clock::time_point now, Clock::duration
   return std::nullopt;
 }
 
-void Negotiator::local_ready(PendingCollective collective) {
+void Negotiator::local_ready(local::PendingCollective collective) {
   if (broken_) {
     hooks_.fail(collective, *broken_, "peer_lost");
     return;
   }
-  Status agreed = check_agreement(collective);
+  Status agreed = local::check_agreement(collective);
   if (!agreed.ok()) {
     RS_LOG(warn, "collective") << agreed.message();
     hooks_.fail(collective, agreed, "mismatch");
@@ -168,7 +168,7 @@ void Negotiator::local_ready(PendingCollective collective) {
   if (w.queue.size() == 1 && !holding_) report(w.queue.front());
 }
 
-void Negotiator::report(const PendingCollective& front) {
+void Negotiator::report(const local::PendingCollective& front) {
   peer_wire::ReadyTensor tensor = describe(front);
   if (!negotiation::exchanged_directly(tensor, direct_limit_)) {
     negotiate(front);
@@ -181,7 +181,7 @@ void Negotiator::report(const PendingCollective& front) {
   schedule_report();
 }
 
-void Negotiator::negotiate(const PendingCollective& front, bool with_data) {
+void Negotiator::negotiate(const local::PendingCollective& front, bool with_data) {
   unreported_.push_back(
       {describe(front),
        with_data ? local_reduction(front, negotiation::inline_limit(settings_.inline_bytes, job_.num_nodes)) : std::nullopt});
@@ -323,12 +323,12 @@ void Negotiator::make_plan() {
   }
 }
 
-std::optional<std::pair<PendingCollective, Clock::time_point>> Negotiator::take_front(const std::string& name) {
+std::optional<std::pair<local::PendingCollective, Clock::time_point>> Negotiator::take_front(const std::string& name) {
   auto it = waiting_.find(name);
   if (it == waiting_.end() || it->second.queue.empty()) return std::nullopt;
   Waiting& w = it->second;
   in_negotiation_.erase(name);
-  std::pair<PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
+  std::pair<local::PendingCollective, Clock::time_point> out{std::move(w.queue.front()), w.ready_at.front()};
   w.queue.pop_front();
   w.ready_at.pop_front();
   if (w.queue.empty()) {
@@ -361,7 +361,7 @@ void Negotiator::on_plan(const peer_wire::Plan& plan) {
   }
   for (const auto& op : plan.operations) {
     if (!op.result.empty()) {
-      std::vector<PendingCollective> tensors;
+      std::vector<local::PendingCollective> tensors;
       std::vector<Clock::time_point> ready_at;
       for (const auto& name : op.names) {
         auto taken = take_front(name);
@@ -403,7 +403,7 @@ void Negotiator::on_plan(const peer_wire::Plan& plan) {
   }
 }
 
-void Negotiator::complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
+void Negotiator::complete_inline(const peer_wire::Operation& op, std::vector<local::PendingCollective> tensors,
                                   std::vector<Clock::time_point> ready_at, std::string_view path) {
   const Clock::time_point start = Clock::now();
   metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
@@ -432,7 +432,7 @@ void Negotiator::complete_inline(const peer_wire::Operation& op, std::vector<Pen
     if (status.ok()) {
       hooks_.succeed(tensors[i], ready_at[i], ranks);
     } else {
-      hooks_.fail(tensors[i], status, status_label(status.code()));
+      hooks_.fail(tensors[i], status, observe::status_label(status.code()));
     }
   }
   if (!status.ok()) {

@@ -28,13 +28,13 @@
 #include "service/cluster/control_plane.h"
 #include "service/cluster/job_spec.h"
 #include "service/daemon_config.h"
-#include "service/daemon_metrics.h"
 #include "service/negotiation/bit_history.h"
 #include "service/negotiation/coordinator.h"
 #include "service/negotiation/direct_exchange.h"
 #include "service/negotiation/response_cache.h"
+#include "service/observe/daemon_metrics.h"
 
-namespace ringsync::service {
+namespace ringsync::service::observe {
 class Timeline;
 }
 
@@ -43,8 +43,8 @@ namespace ringsync::service::cluster {
 class Negotiator {
  public:
   struct Hooks {
-    std::function<void(PendingCollective&, const Status&, std::string_view error_kind)> fail;
-    std::function<void(PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
+    std::function<void(local::PendingCollective&, const Status&, std::string_view error_kind)> fail;
+    std::function<void(local::PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
     // A planned ring operation, in plan order.
     std::function<void(std::shared_ptr<PlannedOperation>)> run;
     // The nodes no longer agree (a plan names a tensor not ready here, a
@@ -56,7 +56,7 @@ class Negotiator {
   };
 
   Negotiator(boost::asio::io_context& io, const JobSpec& job, const ClusterConfig& settings,
-             DaemonMetrics& metrics, Timeline* timeline, Hooks hooks);
+             observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks);
   ~Negotiator();
 
   // A ring formed: negotiate over `control` (valid until lost()); whatever
@@ -75,7 +75,7 @@ class Negotiator {
   void hold();
 
   // Every local rank submitted this collective: negotiate it with the others.
-  void local_ready(PendingCollective collective);
+  void local_ready(local::PendingCollective collective);
   // ReadyList (node 0), Plan (from node 0) and Contributions; false for any
   // other message (not negotiation traffic).
   bool on_message(std::uint32_t from, peer_wire::Message& message);
@@ -98,7 +98,7 @@ class Negotiator {
   // A locally ready tensor waiting for its plan; a name submitted again
   // before its plan came waits behind it.
   struct Waiting {
-    std::deque<PendingCollective> queue;
+    std::deque<local::PendingCollective> queue;
     std::deque<Clock::time_point> ready_at;
   };
   // Ready here, not yet sent to node 0; data: a small allreduce's local reduction.
@@ -108,14 +108,14 @@ class Negotiator {
   };
 
   // A name's front became ready here: exchange it directly or negotiate it.
-  void report(const PendingCollective& front);
+  void report(const local::PendingCollective& front);
   // With node 0; with_data: offer the local reduction of a small allreduce.
-  void negotiate(const PendingCollective& front, bool with_data = true);
+  void negotiate(const local::PendingCollective& front, bool with_data = true);
   void schedule_report();
   void send_report();
   // Takes the front of a name's queue (its round or plan came); the next one
   // behind it is reported now. nullopt when nothing of that name waits here.
-  std::optional<std::pair<PendingCollective, Clock::time_point>> take_front(const std::string& name);
+  std::optional<std::pair<local::PendingCollective, Clock::time_point>> take_front(const std::string& name);
   // The metrics and timeline of a tensor whose negotiation ended now.
   void negotiated(const std::string& name, Clock::time_point ready, Clock::time_point now);
   // "<message> (node n runs global ranks Ln to Ln+L-1)", for disagreements.
@@ -127,7 +127,7 @@ class Negotiator {
   void on_plan(const peer_wire::Plan& plan);
   // An operation whose result is here (path "plan": it came with the plan;
   // "direct": this node combined every node's contribution): copy it out and answer.
-  void complete_inline(const peer_wire::Operation& op, std::vector<PendingCollective> tensors,
+  void complete_inline(const peer_wire::Operation& op, std::vector<local::PendingCollective> tensors,
                        std::vector<Clock::time_point> ready_at, std::string_view path);
   void lose(const Status& why);
   std::optional<peer_wire::ReadyTensor> resolve_bit(std::uint32_t bit, std::uint64_t plans_seen);
@@ -141,8 +141,8 @@ class Negotiator {
   boost::asio::io_context& io_;
   const JobSpec& job_;
   const ClusterConfig& settings_;
-  DaemonMetrics& metrics_;
-  Timeline* timeline_;
+  observe::DaemonMetrics& metrics_;
+  observe::Timeline* timeline_;
   Hooks hooks_;
   boost::asio::steady_timer report_timer_;
   // Posted work checks it: the negotiator may be gone when it runs.

@@ -3,8 +3,8 @@
 // forwards it to the other workers — and finishes the allreduce itself once it
 // holds every node's. No plan, no ring.
 #include "common/log.h"
-#include "service/cluster/negotiator.h"
 #include "service/cluster/inline_allreduce.h"
+#include "service/cluster/negotiator.h"
 
 namespace ringsync::service::cluster {
 
@@ -97,7 +97,7 @@ void Negotiator::finish_round(negotiation::DirectExchange::Round round) {
   op.names = {round.name};
   op.counts = {round.tensor.count};
   op.result = std::move(round.result);
-  std::vector<PendingCollective> tensors;
+  std::vector<local::PendingCollective> tensors;
   tensors.push_back(std::move(taken->first));
   complete_inline(op, std::move(tensors), {taken->second}, "direct");
 }

@@ -14,9 +14,9 @@ void Negotiator::check_paths(const std::string& name) {
   if (!disagreement_reported_.insert(name).second) return;
   metrics_.stall_reports.with({job_.id}).inc();
   RS_LOG(warn, "stall") << "tensor '" << name << "' of job '" << job_.id
-                        << "' is a small allreduce exchanged directly on node(s) " << rank_list(direct)
+                        << "' is a small allreduce exchanged directly on node(s) " << local::rank_list(direct)
                         << " but is negotiated as a larger tensor or another collective on node(s) "
-                        << rank_list(negotiated) << ": the nodes disagree on it, and it fails at --collective-timeout";
+                        << local::rank_list(negotiated) << ": the nodes disagree on it, and it fails at --collective-timeout";
 }
 
 std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration stall_after) {
@@ -36,8 +36,8 @@ std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration sta
     }
     metrics_.stall_reports.with({job_.id}).inc();
     RS_LOG(warn, "stall") << "tensor '" << stall.name << "' of job '" << job_.id
-                          << "' is ready on node(s) " << rank_list(stall.ready_nodes)
-                          << " and still missing on node(s) " << rank_list(stall.missing_nodes)
+                          << "' is ready on node(s) " << local::rank_list(stall.ready_nodes)
+                          << " and still missing on node(s) " << local::rank_list(stall.missing_nodes)
                           << " (global ranks " << ranks << ") after "
                           << std::chrono::duration<double>(stall.waited).count() << " s";
   }

@@ -10,8 +10,8 @@
 namespace ringsync::service::cluster {
 
 NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
-                             std::vector<std::vector<Contribution>> tensors,
-                             std::size_t chunk_bytes, StagingBuffers* buffers)
+                             std::vector<std::vector<local::Contribution>> tensors,
+                             std::size_t chunk_bytes, RingBufferPool* buffers)
     : shape_(shape),
       elem_(dtype_size(shape.dtype)),
       chunk_elems_(std::max<std::size_t>(1, chunk_bytes / dtype_size(shape.dtype))),
@@ -114,7 +114,7 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
       const std::size_t nodes = shape.num_nodes;
       const std::byte* received = base + nodes * node_block_ * elem_;
       for (std::size_t i = 0; i < tensors[0].size(); ++i) {
-        const Contribution& c = tensors[0][i];
+        const local::Contribution& c = tensors[0][i];
         for (std::size_t m = 0; m < nodes; ++m) {
           const std::size_t block = (m * node_block_ + i * L * first_count) * elem_;
           if (c.send != nullptr) add(gather_, base + block, {c.send + m * L * first_count * elem_}, L * first_count);

@@ -36,8 +36,8 @@
 
 #include "common/dtype.h"
 #include "common/wire.h"
-#include "service/cluster/staging_buffers.h"
-#include "service/local_collective.h"
+#include "service/cluster/ring_buffer_pool.h"
+#include "service/local/local_collective.h"
 
 namespace ringsync::service::cluster {
 
@@ -59,10 +59,10 @@ class NodeOperation {
   // A local rank whose Contribution has no send buffer (nullptr) adds nothing
   // to the gather, one without a receive buffer gets nothing in the scatter:
   // GPU buffers of a multi-node job arrive staged on one carrier rank per
-  // node (service/device_staging.h).
+  // node (service/device/staging.h).
   NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
-                std::vector<std::vector<Contribution>> tensors, std::size_t chunk_bytes,
-                StagingBuffers* buffers = nullptr);
+                std::vector<std::vector<local::Contribution>> tensors, std::size_t chunk_bytes,
+                RingBufferPool* buffers = nullptr);
 
   const OperationShape& shape() const { return shape_; }
   // The buffer the ring runs over, and its length in elements.

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "service/local/pending_collective.h"
 #include "service/negotiation/combine.h"
-#include "service/pending_collective.h"
 
 namespace ringsync::service::negotiation {
 
@@ -21,7 +21,7 @@ void compare(const std::vector<std::optional<peer_wire::ReadyTensor>>& by_node, 
   for (const auto& [value, nodes] : nodes_by_value) {
     if (!first) text += ", ";
     first = false;
-    text += (nodes.size() == 1 ? "node " : "nodes ") + rank_list(nodes) +
+    text += (nodes.size() == 1 ? "node " : "nodes ") + local::rank_list(nodes) +
             (nodes.size() == 1 ? " says " : " say ") + value;
   }
   problems.push_back(std::move(text));

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
-#include "service/rendezvous/lease_keeper.h"
 #include "common/units.h"
+#include "service/rendezvous/lease_keeper.h"
 #include "service/rendezvous/token_proof.h"
 
 namespace ringsync::service::rendezvous {

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "service/local/pending_collective.h"
 #include "service/rendezvous/lease_keeper.h"
-#include "service/pending_collective.h"
 #include "service/rendezvous/token_proof.h"
 
 namespace ringsync::service::rendezvous {
@@ -164,7 +164,7 @@ asio::awaitable<Result<Members>> StoreRendezvous::members(std::chrono::steady_cl
     co_await pause(kPollInterval);
   }
   if (last_error) co_return *last_error;
-  co_return Status::Timeout("node(s) " + rank_list(missing) + " of job '" + job_.id + "' did not register in " +
+  co_return Status::Timeout("node(s) " + local::rank_list(missing) + " of job '" + job_.id + "' did not register in " +
                             store_->name() + " in time (--join-timeout); are their trainers started?");
 }
 

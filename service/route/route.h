@@ -3,7 +3,7 @@
 // which algorithm moves an operation between nodes.
 //
 //   on one node      memory work up to kInlineWorkBytes runs on the control
-//                    thread, larger work on the pool (service/local_collective.h)
+//                    thread, larger work on the pool (service/local/local_collective.h)
 //   between nodes    allreduces up to --inline-bytes skip the data plane: the
 //                    nodes exchange their local reductions directly, or node 0
 //                    answers with the plan (negotiation::direct_limit and

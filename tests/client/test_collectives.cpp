@@ -1,5 +1,5 @@
 // What the client sends for each kind of buffer, and what the caller sees after
-// the (fake) daemon answers: zero copy, staging, in place, out-of-order completions.
+// the (fake) daemon answers: zero copy, bounce, in place, out-of-order completions.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -54,7 +54,7 @@ TEST_CASE("a shared buffer goes to the daemon by reference, with zero copies") {
   CHECK(m.dtype == ringsync::DType::kF32);
   CHECK(m.op == ringsync::ReduceOp::kAvg);
   CHECK(m.count == 16);
-  CHECK_FALSE(m.staged);
+  CHECK_FALSE(m.bounced);
   CHECK(m.send.offset == 8 * sizeof(float));
   CHECK(m.recv.buffer_id == m.send.buffer_id);
   CHECK(m.recv.offset == m.send.offset);
@@ -70,7 +70,7 @@ TEST_CASE("a shared buffer goes to the daemon by reference, with zero copies") {
   CHECK(freed.buffer_id == m.send.buffer_id);
 }
 
-TEST_CASE("plain memory is staged: copied in before, copied out before completion shows") {
+TEST_CASE("plain memory is bounced: copied in before, copied out before completion shows") {
   Connected c;
   std::vector<double> in(1000), out(1000, 0.0);
   std::iota(in.begin(), in.end(), 1.0);
@@ -78,12 +78,12 @@ TEST_CASE("plain memory is staged: copied in before, copied out before completio
   REQUIRE(rs_allreduce_async(c.ctx, "loss", in.data(), out.data(), in.size(), RS_F64, RS_SUM, &r) ==
           RS_SUCCESS);
   auto m = c.daemon.expect<wire::Collective>();
-  CHECK(m.staged);
+  CHECK(m.bounced);
   CHECK(m.send.buffer_id != 0);
-  CHECK(m.send.buffer_id == m.recv.buffer_id);  // staged in place
-  double* staging = daemon_view<double>(c.daemon, m.send);
-  CHECK(staging[999] == 1000.0);
-  for (int i = 0; i < 1000; ++i) staging[i] *= 2;
+  CHECK(m.send.buffer_id == m.recv.buffer_id);  // bounced in place
+  double* bounce = daemon_view<double>(c.daemon, m.send);
+  CHECK(bounce[999] == 1000.0);
+  for (int i = 0; i < 1000; ++i) bounce[i] *= 2;
 
   CHECK(rs_test(r) == RS_IN_PROGRESS);
   CHECK(rs_wait_timeout(r, 1) == RS_IN_PROGRESS);
@@ -95,7 +95,7 @@ TEST_CASE("plain memory is staged: copied in before, copied out before completio
   CHECK(in[999] == 1000.0);
 }
 
-TEST_CASE("staging buffers are reused across requests of one size class") {
+TEST_CASE("bounce buffers are reused across requests of one size class") {
   Connected c;
   std::vector<float> v(100, 1.0f), w(20000, 2.0f);
   for (int round = 0; round < 3; ++round) {

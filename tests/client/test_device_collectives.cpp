@@ -76,7 +76,7 @@ TEST_CASE("an allocation is registered once; collectives name it by id and offse
 
   auto m = c.daemon.expect<wire::Collective>();
   CHECK(m.memory == wire::Memory::kDevice);
-  CHECK_FALSE(m.staged);
+  CHECK_FALSE(m.bounced);
   CHECK(m.send.buffer_id == reg.allocation_id);
   CHECK(m.send.offset == 16 * sizeof(float));
   CHECK(m.recv.buffer_id == reg.allocation_id);
@@ -124,7 +124,7 @@ TEST_CASE("a refused registration fails the collective with the daemon's words; 
   auto staged = c.ctx->submit(f32_allreduce(host.data(), out.data(), 64));
   auto m = c.daemon.expect<wire::Collective>();
   CHECK(m.memory == wire::Memory::kHost);
-  CHECK(m.staged);
+  CHECK(m.bounced);
   c.daemon.complete(m.request_id);
   CHECK(wait(staged).ok());
 

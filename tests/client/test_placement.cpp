@@ -63,26 +63,26 @@ TEST_CASE("shared send and recv go straight to the daemon") {
   CHECK(p.send.shared.offset == 0);
   CHECK(p.recv.where == Where::kShared);
   CHECK(p.recv.shared.offset == 64);
-  CHECK(p.staging_bytes == 0);
-  CHECK_FALSE(p.staged());
+  CHECK(p.bounce_bytes == 0);
+  CHECK_FALSE(p.bounced());
 }
 
-TEST_CASE("plain memory is staged in place: one buffer, copied in and out") {
+TEST_CASE("plain memory is bounced in place: one buffer, copied in and out") {
   World w;
   for (int i = 0; i < 8; ++i) w.plain[i] = i + 1;
   auto p = w.place(CollectiveKind::kAllreduce, w.plain.data(), w.other.data(), 8, 0, 2);
-  CHECK(p.staging_bytes == 32);
-  CHECK(p.send.where == Where::kStaging);
-  CHECK(p.recv.where == Where::kStaging);
-  CHECK(p.send.staging_offset == 0);
-  CHECK(p.recv.staging_offset == 0);
+  CHECK(p.bounce_bytes == 32);
+  CHECK(p.send.where == Where::kBounce);
+  CHECK(p.recv.where == Where::kBounce);
+  CHECK(p.send.bounce_offset == 0);
+  CHECK(p.recv.bounce_offset == 0);
   CHECK(ringsync::client::buffer_ref(p.send, 5).buffer_id == 5);
 
-  std::vector<std::int32_t> staging(8, 0);
-  auto* s = reinterpret_cast<std::byte*>(staging.data());
+  std::vector<std::int32_t> bounce(8, 0);
+  auto* s = reinterpret_cast<std::byte*>(bounce.data());
   ringsync::client::apply_copy_in(p, s);
-  CHECK(staging[7] == 8);
-  for (auto& v : staging) v *= 10;  // what the daemon would write
+  CHECK(bounce[7] == 8);
+  for (auto& v : bounce) v *= 10;  // what the daemon would write
   ringsync::client::apply_copy_out(p, s);
   CHECK(w.other[0] == 10);
   CHECK(w.other[7] == 80);
@@ -93,22 +93,22 @@ TEST_CASE("a plain sendbuf with a shared recvbuf is copied into recvbuf and runs
   World w;
   for (int i = 0; i < 4; ++i) w.plain[i] = 7 * i;
   auto p = w.place(CollectiveKind::kAllreduce, w.plain.data(), w.shared.data() + 4, 4, 0, 2);
-  CHECK(p.staging_bytes == 0);
+  CHECK(p.bounce_bytes == 0);
   CHECK(p.send.where == Where::kShared);
   CHECK(p.send.shared.offset == 16);
   CHECK(p.recv.shared.offset == 16);
   ringsync::client::apply_copy_in(p, nullptr);
   CHECK(w.shared[4 + 3] == 21);
   CHECK_FALSE(p.copy_out.has_value());
-  CHECK(p.staged());
+  CHECK(p.bounced());
 }
 
 TEST_CASE("a shared sendbuf with a plain recvbuf stages only the result") {
   World w;
   auto p = w.place(CollectiveKind::kAllreduce, w.shared.data(), w.plain.data(), 4, 0, 2);
   CHECK(p.send.where == Where::kShared);
-  CHECK(p.recv.where == Where::kStaging);
-  CHECK(p.staging_bytes == 16);
+  CHECK(p.recv.where == Where::kBounce);
+  CHECK(p.bounce_bytes == 16);
   CHECK_FALSE(p.copy_in.has_value());
   REQUIRE(p.copy_out.has_value());
   CHECK(p.copy_out->bytes == 16);
@@ -122,22 +122,22 @@ TEST_CASE("allgather in place stays in place: the slot of this rank") {
                      rank, size);
     CHECK(p.send.shared.offset == rank * n * 4);
     CHECK(p.recv.shared.offset == 0);
-    CHECK_FALSE(p.staged());
+    CHECK_FALSE(p.bounced());
   }
   SUBCASE("plain") {
     for (int i = 0; i < n; ++i) w.plain[rank * n + i] = 100 + i;
     auto p = w.place(CollectiveKind::kAllgather, w.plain.data() + rank * n, w.plain.data(), n, rank,
                      size);
-    CHECK(p.staging_bytes == static_cast<std::size_t>(size * n * 4));
-    CHECK(p.send.where == Where::kStaging);
-    CHECK(p.send.staging_offset == static_cast<std::uint64_t>(rank * n * 4));
-    CHECK(p.recv.staging_offset == 0);
-    std::vector<std::int32_t> staging(size * n, -1);
-    auto* s = reinterpret_cast<std::byte*>(staging.data());
+    CHECK(p.bounce_bytes == static_cast<std::size_t>(size * n * 4));
+    CHECK(p.send.where == Where::kBounce);
+    CHECK(p.send.bounce_offset == static_cast<std::uint64_t>(rank * n * 4));
+    CHECK(p.recv.bounce_offset == 0);
+    std::vector<std::int32_t> bounce(size * n, -1);
+    auto* s = reinterpret_cast<std::byte*>(bounce.data());
     ringsync::client::apply_copy_in(p, s);
-    CHECK(staging[rank * n + 3] == 103);
-    CHECK(staging[0] == -1);
-    for (int j = 0; j < rank * n; ++j) staging[j] = j;  // the other ranks' slots
+    CHECK(bounce[rank * n + 3] == 103);
+    CHECK(bounce[0] == -1);
+    for (int j = 0; j < rank * n; ++j) bounce[j] = j;  // the other ranks' slots
     ringsync::client::apply_copy_out(p, s);
     CHECK(w.plain[0] == 0);
     CHECK(w.plain[5] == 5);
@@ -158,19 +158,19 @@ TEST_CASE("broadcast: only the root sends; a root in place needs no copy-out") {
   auto leaf = w.place(CollectiveKind::kBroadcast, nullptr, w.plain.data(), 4, 1, 3, 0);
   CHECK(leaf.send.where == Where::kNone);
   CHECK(ringsync::client::buffer_ref(leaf.send, 5).buffer_id == 0);
-  CHECK(leaf.recv.where == Where::kStaging);
+  CHECK(leaf.recv.where == Where::kBounce);
   CHECK(leaf.copy_out.has_value());
   CHECK_FALSE(leaf.copy_in.has_value());
 
   auto root = w.place(CollectiveKind::kBroadcast, w.plain.data(), w.plain.data(), 4, 0, 3, 0);
-  CHECK(root.send.where == Where::kStaging);
+  CHECK(root.send.where == Where::kBounce);
   CHECK(root.copy_in.has_value());
   CHECK_FALSE(root.copy_out.has_value());
 
   auto shared_leaf = w.place(CollectiveKind::kBroadcast, nullptr, w.shared.data(), 4, 2, 3, 0);
   CHECK(shared_leaf.send.where == Where::kNone);
   CHECK(shared_leaf.recv.where == Where::kShared);
-  CHECK_FALSE(shared_leaf.staged());
+  CHECK_FALSE(shared_leaf.bounced());
 }
 
 TEST_CASE("zero elements and barriers need no buffers at all") {
@@ -178,10 +178,10 @@ TEST_CASE("zero elements and barriers need no buffers at all") {
   auto p = w.place(CollectiveKind::kAllreduce, nullptr, nullptr, 0, 0, 2);
   CHECK(p.send.where == Where::kNone);
   CHECK(p.recv.where == Where::kNone);
-  CHECK(p.staging_bytes == 0);
+  CHECK(p.bounce_bytes == 0);
   auto b = w.place(CollectiveKind::kBarrier, nullptr, nullptr, 0, 0, 2);
-  CHECK(b.staging_bytes == 0);
-  CHECK_FALSE(b.staged());
+  CHECK(b.bounce_bytes == 0);
+  CHECK_FALSE(b.bounced());
 }
 
 TEST_CASE("a range running past the end of a shared buffer is an error") {
@@ -201,43 +201,43 @@ TEST_CASE("a range running past the end of a shared buffer is an error") {
   CHECK(p.status().message() == "runs past the end");
 }
 
-TEST_CASE("reduce-scatter from plain memory: the input is staged and the result stays in its slot") {
+TEST_CASE("reduce-scatter from plain memory: the input is bounced and the result stays in its slot") {
   World w;
   // Rank 1 of 3, 4 elements each: a 12-element input, the result in slot 1.
   auto p = w.place(CollectiveKind::kReduceScatter, w.plain.data(), w.other.data(), 4, 1, 3);
-  CHECK(p.staging_bytes == 48);
-  CHECK(p.send.where == Where::kStaging);
-  CHECK(p.send.staging_offset == 0);
-  CHECK(p.recv.where == Where::kStaging);
-  CHECK(p.recv.staging_offset == 16);
+  CHECK(p.bounce_bytes == 48);
+  CHECK(p.send.where == Where::kBounce);
+  CHECK(p.send.bounce_offset == 0);
+  CHECK(p.recv.where == Where::kBounce);
+  CHECK(p.recv.bounce_offset == 16);
   REQUIRE(p.copy_out.has_value());
-  CHECK(p.copy_out->staging_offset == 16);
+  CHECK(p.copy_out->bounce_offset == 16);
   CHECK(p.copy_out->bytes == 16);
-  // A shared input and a plain output: only the output is staged.
+  // A shared input and a plain output: only the output is bounced.
   auto q = w.place(CollectiveKind::kReduceScatter, w.shared.data(), w.other.data(), 4, 1, 3);
   CHECK(q.send.where == Where::kShared);
-  CHECK(q.staging_bytes == 16);
-  CHECK(q.recv.staging_offset == 0);
+  CHECK(q.bounce_bytes == 16);
+  CHECK(q.recv.bounce_offset == 0);
   CHECK_FALSE(q.copy_in.has_value());
 }
 
-TEST_CASE("alltoall from and to plain memory: input and output apart in one staging buffer") {
+TEST_CASE("alltoall from and to plain memory: input and output apart in one bounce buffer") {
   World w;
   for (int i = 0; i < 6; ++i) w.plain[i] = i + 1;
   auto p = w.place(CollectiveKind::kAlltoall, w.plain.data(), w.other.data(), 2, 0, 3);
-  CHECK(p.staging_bytes == 48);
-  CHECK(p.send.staging_offset == 0);
-  CHECK(p.recv.staging_offset == 24);
-  std::vector<std::int32_t> staging(12, 0);
-  auto* s = reinterpret_cast<std::byte*>(staging.data());
+  CHECK(p.bounce_bytes == 48);
+  CHECK(p.send.bounce_offset == 0);
+  CHECK(p.recv.bounce_offset == 24);
+  std::vector<std::int32_t> bounce(12, 0);
+  auto* s = reinterpret_cast<std::byte*>(bounce.data());
   ringsync::client::apply_copy_in(p, s);
-  CHECK(staging[5] == 6);
-  for (int i = 6; i < 12; ++i) staging[i] = 100 + i;  // what the daemon would write
+  CHECK(bounce[5] == 6);
+  for (int i = 6; i < 12; ++i) bounce[i] = 100 + i;  // what the daemon would write
   ringsync::client::apply_copy_out(p, s);
   CHECK(w.other[0] == 106);
   CHECK(w.other[5] == 111);
   // Both shared: no copies at all.
   auto q = w.place(CollectiveKind::kAlltoall, w.shared.data(), w.shared.data() + 8, 2, 0, 3);
-  CHECK(q.staging_bytes == 0);
-  CHECK_FALSE(q.staged());
+  CHECK(q.bounce_bytes == 0);
+  CHECK_FALSE(q.bounced());
 }

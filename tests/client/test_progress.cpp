@@ -34,7 +34,8 @@ TEST_CASE("threads waiting on different requests each get their own answer, in a
   std::vector<rs_request_t*> requests(kThreads, nullptr);
   std::vector<std::uint64_t> ids;
   for (int i = 0; i < kThreads; ++i) {
-    REQUIRE(rs_barrier_async(ctx, ("b" + std::to_string(i)).c_str(), &requests[i]) == RS_SUCCESS);
+    const std::string name = std::string("b").append(std::to_string(i));  // GCC 12 -Wrestrict false positive on "b" + ...
+    REQUIRE(rs_barrier_async(ctx, name.c_str(), &requests[i]) == RS_SUCCESS);
     ids.push_back(daemon.expect<wire::Collective>().request_id);
   }
   std::vector<rs_status_t> results(kThreads, RS_INTERNAL);

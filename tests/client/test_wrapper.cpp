@@ -77,7 +77,7 @@ TEST_CASE("typed collectives on vectors, arrays and shared buffers") {
   shared[0] = 5;
   t = std::thread([&] {
     auto m = daemon.expect<wire::Collective>();
-    CHECK_FALSE(m.staged);
+    CHECK_FALSE(m.bounced);
     CHECK(m.dtype == ringsync::DType::kI64);
     CHECK(m.op == ringsync::ReduceOp::kMax);
     daemon.complete(m.request_id);

@@ -73,7 +73,7 @@ TEST_CASE("every message survives encode and decode") {
   c.root = 6;
   c.send = {2, 4096};
   c.recv = {3, 1ull << 35};
-  c.staged = true;
+  c.bounced = true;
   auto back = std::get<Collective>(round_trip(c));
   CHECK(back.request_id == c.request_id);
   CHECK(back.kind == c.kind);
@@ -85,7 +85,7 @@ TEST_CASE("every message survives encode and decode") {
   CHECK(back.send.buffer_id == 2);
   CHECK(back.send.offset == 4096);
   CHECK(back.recv.offset == 1ull << 35);
-  CHECK(back.staged);
+  CHECK(back.bounced);
 
   auto done = std::get<Completion>(round_trip(Completion{3, Status::PeerLost("rank 2 gone")}));
   CHECK(done.status.code() == StatusCode::kPeerLost);

@@ -8,7 +8,7 @@
 #include "common/metrics.h"
 #include "cuda/nvml.h"
 #include "cuda/nvml_sampler.h"
-#include "service/daemon_metrics.h"
+#include "service/observe/daemon_metrics.h"
 
 namespace ringsync::cuda {
 namespace {
@@ -138,7 +138,7 @@ TEST_CASE("the daemon's metrics pick the library from RINGSYNC_NVML_LIBRARY") {
   ScopedEnv env("RINGSYNC_NVML_LIBRARY", RINGSYNC_FAKE_NVML);
   CHECK(nvml_library_path() == RINGSYNC_FAKE_NVML);
   metrics::Registry registry;
-  service::DaemonMetrics daemon_metrics(registry);
+  service::observe::DaemonMetrics daemon_metrics(registry);
   CHECK(!contains(registry.render(), "ringsync_gpu_utilization"));
   CHECK(contains(registry.render(), "\nringsync_gpu_devices 0\n"));  // always there, 0 until NVML says more
   daemon_metrics.start_gpu_sampling(std::chrono::hours(1));

@@ -1,4 +1,4 @@
-// Who may use a daemon's Unix socket (service/client_access.h): trainers of
+// Who may use a daemon's Unix socket (service/local/client_access.h): trainers of
 // other users run under setpriv, so these tests need root (CI runs as root).
 #include <doctest/doctest.h>
 

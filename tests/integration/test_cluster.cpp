@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "cluster_fixture.h"
-#include "daemon_fixture.h"
 #include "common/peer_wire.h"
 #include "common/wire.h"
+#include "daemon_fixture.h"
 
 using namespace ringsync;
 using namespace ringsync::test;

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "common/wire.h"
 #include "cluster_fixture.h"
+#include "common/wire.h"
 #include "daemon_fixture.h"
 #include "raw_client.h"
 

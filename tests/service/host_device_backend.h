@@ -10,11 +10,11 @@
 
 #include "common/reduce.h"
 #include "cuda/host_chunk_copier.h"
-#include "service/device_backend.h"
+#include "service/device/backend.h"
 
 namespace ringsync::test {
 
-class HostDeviceBackend final : public service::DeviceBackend {
+class HostDeviceBackend final : public service::device::DeviceBackend {
  public:
   struct Log {
     int reduces = 0;
@@ -27,24 +27,24 @@ class HostDeviceBackend final : public service::DeviceBackend {
   };
 
   Status available() override { return unavailable_; }
-  Result<service::MappedAllocation> open_ipc(const wire::IpcHandleBytes& handle,
+  Result<service::device::MappedAllocation> open_ipc(const wire::IpcHandleBytes& handle,
                                              const wire::DeviceUuid&, int device) override {
     void* base = nullptr;
     std::memcpy(&base, handle.data(), sizeof(base));  // tests put the address in the handle
-    return service::MappedAllocation{base, allocation_bytes, device};
+    return service::device::MappedAllocation{base, allocation_bytes, device};
   }
   Status close_ipc(void*, int) override { return Status::Ok(); }
   // Every GPU reaches every other, unless a test says a pair cannot.
   bool reachable(int device, int peer) override {
     return device == peer || !(device == unreachable_from && peer == unreachable_to);
   }
-  Result<std::unique_ptr<service::DeviceQueue>> queue(int device) override {
+  Result<std::unique_ptr<service::device::DeviceQueue>> queue(int device) override {
     ++log.queues;
     last_device = device;
-    return std::unique_ptr<service::DeviceQueue>(std::make_unique<Queue>(*this));
+    return std::unique_ptr<service::device::DeviceQueue>(std::make_unique<Queue>(*this));
   }
-  Result<std::unique_ptr<service::HostBuffer>> host_buffer(std::size_t bytes) override {
-    return std::unique_ptr<service::HostBuffer>(std::make_unique<Buffer>(bytes));
+  Result<std::unique_ptr<service::device::HostBuffer>> host_buffer(std::size_t bytes) override {
+    return std::unique_ptr<service::device::HostBuffer>(std::make_unique<Buffer>(bytes));
   }
   // memcpy on a thread of its own, as a GPU's copy engine would run beside the ring.
   Result<std::unique_ptr<cuda::ChunkCopier>> copier(int) override {
@@ -62,7 +62,7 @@ class HostDeviceBackend final : public service::DeviceBackend {
   int unreachable_from = -1, unreachable_to = -1;  // a pair reachable() denies  // what open_ipc() says an allocation holds
 
  private:
-  class Queue final : public service::DeviceQueue {
+  class Queue final : public service::device::DeviceQueue {
    public:
     explicit Queue(HostDeviceBackend& b) : b_(b) {}
     Status reduce(void* dst, const void* const* srcs, std::size_t n, std::size_t count,
@@ -98,7 +98,7 @@ class HostDeviceBackend final : public service::DeviceBackend {
     HostDeviceBackend& b_;
   };
 
-  class Buffer final : public service::HostBuffer {
+  class Buffer final : public service::device::HostBuffer {
    public:
     explicit Buffer(std::size_t bytes) : memory_(bytes) {}
     std::byte* data() override { return memory_.data(); }

@@ -9,9 +9,9 @@
 #include "common/dtype.h"
 #include "common/reduce.h"
 #include "service/ring/task.h"
+#include "service/test_ring_data.h"
+#include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
-#include "test_ring_data.h"
-#include "test_ring_harness.h"
 
 namespace ringsync::service::ring::testing {
 

@@ -8,7 +8,7 @@
  * rs_last_error() holds a message for this thread saying what went wrong.
  *
  * Buffers: data inside a buffer from rs_alloc() moves with zero copies between
- * trainer and daemon. Any other host pointer works too; it is staged through a
+ * trainer and daemon. Any other host pointer works too; it is copied through a
  * shared buffer that the request borrows from a per-connection pool (one copy in
  * before the collective, one copy out before the request reports completion).
  * GPU memory (cudaMalloc) works as well, with no copies through the trainer: see
@@ -231,7 +231,7 @@ RINGSYNC_API rs_status_t rs_test(rs_request_t* request) RINGSYNC_NOEXCEPT;
  * buffer from rs_alloc() can carry the whole ring transfer); a later collective or
  * barrier completing does not prove it has, as operations overlap. So abandon only
  * requests whose buffers you leave alone until rs_disconnect(). The result of a
- * staged request (plain host memory) is discarded. request may be NULL. */
+ * bounced request (plain host memory) is discarded. request may be NULL. */
 RINGSYNC_API void rs_request_free(rs_request_t* request) RINGSYNC_NOEXCEPT;
 
 /* GPU buffers. The collectives above also take pointers into GPU memory from

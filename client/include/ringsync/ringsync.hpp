@@ -8,7 +8,7 @@
 //   auto grads = ctx.alloc<float>(1 << 20);         // shared memory: zero copies
 //   ctx.allreduce("grads", grads, RS_AVG);          // in place
 //   std::vector<double> loss{local_loss};
-//   ctx.allreduce("loss", loss, RS_SUM);            // plain memory works too (staged)
+//   ctx.allreduce("loss", loss, RS_SUM);            // plain memory works too (bounced)
 //   ringsync::Request r = ctx.allgather_async("ids", mine, all);
 //   ...
 //   r.wait();
@@ -157,7 +157,7 @@ class Request {
   }
 
   // Lets go without waiting (rs_request_free): the buffers stay off limits until
-  // a later collective completes, and a staged result is discarded.
+  // a later collective completes, and a bounced result is discarded.
   void abandon() noexcept { rs_request_free(std::exchange(request_, nullptr)); }
 
  private:

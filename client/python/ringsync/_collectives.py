@@ -7,7 +7,7 @@ works in place (x must then be contiguous); any other `out` (contiguous, same dt
 number of elements as the result) receives the result. Non-contiguous inputs of an
 out-of-place call are copied to contiguous memory first.
 
-The library copies host data outside the daemon's shared memory through a staging buffer; data
+The library copies host data outside the daemon's shared memory through a bounce buffer; data
 inside buffers from ringsync.empty() moves with no copy at all. GPU memory is read and written
 by the daemon on the device (_devices.route() says which calls take that path).
 """

@@ -109,7 +109,7 @@ class Handle:
 
   def __del__(self):
     # rs_request_free() takes no context (requests outlive it), leaves rs_last_error() alone
-    # and stops the delivery of a staged result into our memory; shared buffers stay allocated in the library while the
+    # and stops the delivery of a bounced result into our memory; shared buffers stay allocated in the library while the
     # collective runs (see the class doc), so the arrays need not outlive the handle.
     request = getattr(self, "_request", None)
     if request is None:

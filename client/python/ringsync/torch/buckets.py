@@ -38,7 +38,7 @@ def plan_buckets(named_params, compression, bucket_bytes):
 
 def _allocate(numel, dtype, device):
   """A zeroed 1-D tensor: on a GPU, GPU memory on that device; on the CPU, daemon shared
-  memory, or plain memory (staged: one copy each way per allreduce) when the daemon has no
+  memory, or plain memory (bounced: one copy each way per allreduce) when the daemon has no
   shared memory left. Returns (tensor, zero_copy)."""
   if device.type != "cpu":
     return torch.zeros(numel, dtype=dtype, device=device), True

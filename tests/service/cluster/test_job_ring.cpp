@@ -1,0 +1,339 @@
+// Whole job rings in one process: N JobRings (membership, negotiator,
+// executor) on one io_context, their control links real TCP on loopback,
+// their data plane an in-process fabric instead of UCX. What a job sees:
+// results, a rank that leaves, a node that goes.
+#include <doctest/doctest.h>
+
+#include <utility>  // Asio 1.18 needs std::exchange declared first
+
+#include <boost/asio/io_context.hpp>
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/metrics.h"
+#include "service/borrowed_transport.h"
+#include "service/cluster/control_listener.h"
+#include "service/cluster/job_ring.h"
+#include "service/device/staging.h"
+#include "service/host_device_backend.h"
+#include "service/transport/in_process.h"
+
+using namespace ringsync;
+using namespace ringsync::service;
+using namespace ringsync::service::cluster;
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+namespace {
+
+using transport::Borrowed;
+
+class FabricPlane final : public DataPlane {
+ public:
+  FabricPlane(transport::InProcessFabric& fabric, int rank) : fabric_(fabric), rank_(rank) {}
+  Result<std::vector<std::uint8_t>> open() override { return std::vector<std::uint8_t>{static_cast<std::uint8_t>(rank_)}; }
+  Result<std::unique_ptr<transport::Transport>> connect(int rank, const std::vector<std::vector<std::uint8_t>>&,
+                                                        std::uint64_t) override {
+    return std::unique_ptr<transport::Transport>(std::make_unique<Borrowed>(fabric_.endpoint(rank)));
+  }
+
+ private:
+  transport::InProcessFabric& fabric_;
+  int rank_;
+};
+
+ClusterConfig settings() {
+  ClusterConfig c;
+  c.join_timeout = 5s;
+  c.heartbeat_interval = 50ms;
+  c.peer_timeout = 500ms;
+  c.cycle_time = 0ms;
+  c.fusion_threshold_bytes = 128 << 20;
+  c.inline_bytes = 32 * 1024;
+  c.response_cache_capacity = 64;
+  c.ring_chunk_bytes = 64 * 1024;
+  c.ring_window = 4;
+  c.rendezvous_timeout = 1s;
+  c.rendezvous_lease = 2s;
+  return c;
+}
+
+struct Outcome {
+  std::optional<Status> status;
+};
+
+struct Node {
+  std::unique_ptr<ControlListener> listener;
+  std::unique_ptr<JobRing> ring;
+  std::vector<Status> losses;
+  bool finished = false;
+};
+
+struct Job {
+  asio::io_context io;
+  ClusterConfig config = settings();
+  metrics::Registry registry;
+  observe::DaemonMetrics metrics{registry};
+  threads::WorkPool pool{2};
+  transport::InProcessFabric fabric;
+  std::vector<Node> nodes;
+
+  explicit Job(int n, ClusterConfig c = settings()) : config(c), fabric(n), nodes(n) {
+    std::vector<HostEntry> list;
+    for (int i = 0; i < n; ++i) {
+      auto listener = ControlListener::open(io, "127.0.0.1:0", {});
+      REQUIRE(listener.ok());
+      nodes[i].listener = std::move(listener).value();
+      list.push_back({"127.0.0.1", nodes[i].listener->port(), 1});
+    }
+    for (int i = 0; i < n; ++i) {
+      JobSpec spec;
+      spec.id = "j";
+      spec.token = "t";
+      spec.slots = 1;
+      spec.num_nodes = static_cast<std::uint32_t>(n);
+      spec.node_rank = static_cast<std::uint32_t>(i);
+      spec.nodes = list;
+      JobRing::Hooks hooks;
+      hooks.fail = [](local::PendingCollective& p, const Status& s, std::string_view) {
+        for (auto& sub : p.submissions) sub.complete(s);
+      };
+      hooks.succeed = [](local::PendingCollective& p, Clock::time_point, std::size_t) {
+        for (auto& sub : p.submissions) sub.complete(Status::Ok());
+      };
+      hooks.ring_lost = [this, i](const Status& why) { nodes[i].losses.push_back(why); };
+      hooks.finished = [this, i] { nodes[i].finished = true; };
+      nodes[i].ring = std::make_unique<JobRing>(io, spec, config, nodes[i].listener.get(), pool, metrics, nullptr,
+                                                std::move(hooks), std::make_unique<FabricPlane>(fabric, i));
+      REQUIRE(nodes[i].ring->start().ok());
+    }
+  }
+  ~Job() {
+    for (auto& n : nodes) n.ring->stop(Status::Closed("test over"), Status::Closed("test over"));
+    for (int i = 0; i < 200; ++i) {
+      bool done = true;
+      for (auto& n : nodes) done = done && n.ring->done();
+      if (done) break;
+      io.run_for(10ms);
+    }
+  }
+
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      io.run_for(5ms);
+    }
+    return true;
+  }
+  bool formed() {
+    for (auto& n : nodes)
+      if (!n.ring->formed()) return false;
+    return true;
+  }
+  // An in-place f32 sum allreduce of `count` elements at `where` from node `node`'s
+  // one rank; `done` runs when the job answers it.
+  void submit(int node, const std::string& name, std::size_t count, local::Contribution where, wire::Memory memory,
+              std::shared_ptr<device::DeviceStaging> staging, std::function<void(const Status&)> done) {
+    local::PendingCollective p;
+    p.name = name;
+    p.job_id = "j";
+    p.present = {true};
+    p.first_submit = Clock::now();
+    local::Submission s;
+    s.request.kind = wire::CollectiveKind::kAllreduce;
+    s.request.memory = memory;
+    s.request.name = name;
+    s.request.dtype = DType::kF32;
+    s.request.op = ReduceOp::kSum;
+    s.request.count = count;
+    s.where = where;
+    s.submitted = Clock::now();
+    s.complete = std::move(done);
+    p.submissions.push_back(std::move(s));
+    p.staging = std::move(staging);
+    nodes[node].ring->local_ready(std::move(p));
+  }
+  // Node `node`'s one rank submits an in-place f32 sum allreduce of `data`.
+  std::shared_ptr<Outcome> allreduce(int node, const std::string& name, std::vector<float>& data) {
+    auto out = std::make_shared<Outcome>();
+    submit(node, name, data.size(),
+           {reinterpret_cast<const std::byte*>(data.data()), reinterpret_cast<std::byte*>(data.data())},
+           wire::Memory::kHost, nullptr, [out](const Status& status) { out->status = status; });
+    return out;
+  }
+  // The same with `data` posing as GPU memory: staged as the daemon stages it
+  // (DeviceStaging over a backend of host memory and a memcpy copy engine).
+  std::shared_ptr<Outcome> device_allreduce(int node, const std::string& name, std::vector<float>& data,
+                                            test::HostDeviceBackend& backend) {
+    auto out = std::make_shared<Outcome>();
+    local::LocalPlan plan;
+    plan.kind = wire::CollectiveKind::kAllreduce;
+    plan.dtype = DType::kF32;
+    plan.op = ReduceOp::kSum;
+    plan.count = data.size();
+    plan.ranks = {local::Contribution{reinterpret_cast<const std::byte*>(data.data()), reinterpret_cast<std::byte*>(data.data())}};
+    auto staging = device::DeviceStaging::create(plan, device::NodeShape{static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(nodes.size()), 1},
+                                         backend, 0, 1 << 20);
+    REQUIRE(staging.ok());
+    auto queue = backend.queue(0);
+    REQUIRE((*staging)->stage_in(**queue).ok());
+    std::shared_ptr<device::DeviceStaging> kept = std::move(staging).value();
+    submit(node, name, data.size(), kept->host_contributions()[0], wire::Memory::kDevice, kept,
+           [out, kept, &backend](const Status& status) {
+             out->status = status;
+             // The daemon's finish(): the result back to the "GPU" (a no-op once pipelined).
+             auto q = backend.queue(0);
+             if (status.ok()) out->status = kept->stage_out(**q);
+           });
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("job ring: 3 nodes form over loopback links and an in-process fabric; every path sums right") {
+  Job job(3);
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  // 4 floats go directly between the nodes, 3000 with the plan, 100000 around the ring.
+  for (std::size_t count : {4u, 3000u, 100000u}) {
+    CAPTURE(count);
+    std::vector<std::vector<float>> data;
+    for (int n = 0; n < 3; ++n) data.emplace_back(count, static_cast<float>(n + 1));
+    std::vector<std::shared_ptr<Outcome>> outcomes;
+    for (int n = 0; n < 3; ++n) outcomes.push_back(job.allreduce(n, "t" + std::to_string(count), data[n]));
+    REQUIRE(job.run_until([&] {
+      for (auto& o : outcomes)
+        if (!o->status) return false;
+      return true;
+    }));
+    for (int n = 0; n < 3; ++n) {
+      CHECK_MESSAGE(outcomes[n]->status->ok(), outcomes[n]->status->message());
+      CHECK(data[n].front() == 6.0f);
+      CHECK(data[n].back() == 6.0f);
+    }
+  }
+}
+
+TEST_CASE("job ring: a rank that leaves fails what waits on every node with one reason; the run then closes quietly") {
+  Job job(3);
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  for (auto& n : job.nodes) n.ring->set_local_ranks(1);
+  // Nodes 0 and 2 are ready with "t"; node 1's rank dies before it submits.
+  std::vector<float> a(100000, 1.0f), c(100000, 1.0f);
+  auto on0 = job.allreduce(0, "t", a);
+  auto on2 = job.allreduce(2, "t", c);
+  job.io.run_for(50ms);
+  const Status why = Status::PeerLost("rank 1 of job 'j' (node 1) died");
+  job.nodes[1].ring->rank_left(1, why);
+  REQUIRE(job.run_until([&] { return on0->status && on2->status; }));
+  CHECK(on0->status->message() == why.message());
+  CHECK(on2->status->message() == why.message());
+  for (auto& n : job.nodes) {
+    CHECK(n.ring->broken());
+    REQUIRE(n.losses.size() == 1);
+    CHECK(n.losses[0].message() == why.message());
+  }
+  // Later tensors fail at once with the same words.
+  std::vector<float> late(4, 1.0f);
+  auto after = job.allreduce(2, "late", late);
+  REQUIRE(after->status.has_value());
+  CHECK(after->status->message() == why.message());
+  // Every node's ranks go: node 0 closes the ring quietly, everywhere.
+  for (auto& n : job.nodes) n.ring->set_local_ranks(0);
+  REQUIRE(job.run_until([&] {
+    for (auto& n : job.nodes)
+      if (!n.finished) return false;
+    return true;
+  }));
+  for (auto& n : job.nodes) CHECK(n.losses.size() == 1);  // a quiet close is no loss
+}
+
+TEST_CASE("job ring: a node that shuts down is named by every other node, which fails what waits") {
+  Job job(3);
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  std::vector<float> a(100000, 1.0f), b(100000, 1.0f);
+  auto on0 = job.allreduce(0, "t", a);
+  auto on1 = job.allreduce(1, "t", b);
+  job.io.run_for(50ms);
+  job.nodes[2].ring->stop(Status::Closed("shutting down"), Status::Closed("node 2 of job 'j' shut down"));
+  REQUIRE(job.run_until([&] { return on0->status && on1->status; }));
+  for (auto* o : {on0.get(), on1.get()}) {
+    CHECK(o->status->code() == StatusCode::kPeerLost);
+    CHECK_MESSAGE(o->status->message() == "node 2 of job 'j' shut down", o->status->message());
+  }
+  CHECK(job.nodes[0].losses.size() == 1);
+  CHECK(job.nodes[1].losses.size() == 1);
+}
+
+TEST_CASE("job ring: GPU buffers are staged chunk by chunk while the ring runs, on 2 and 3 nodes") {
+  for (int n : {2, 3}) {
+    CAPTURE(n);
+    Job job(n);
+    test::HostDeviceBackend backend;
+    REQUIRE(job.run_until([&] { return job.formed(); }));
+    // Odd, and past DeviceStaging::kPipelinedBytes.
+    const std::size_t count = device::DeviceStaging::kPipelinedBytes / sizeof(float) + 12345;
+    std::vector<std::vector<float>> data;
+    for (int i = 0; i < n; ++i) {
+      data.emplace_back(count);
+      for (std::size_t k = 0; k < count; ++k) data[i][k] = static_cast<float>((k % 17) * (i + 1));
+    }
+    std::vector<std::shared_ptr<Outcome>> outcomes;
+    for (int i = 0; i < n; ++i) outcomes.push_back(job.device_allreduce(i, "g", data[i], backend));
+    REQUIRE(job.run_until([&] {
+      for (auto& o : outcomes)
+        if (!o->status) return false;
+      return true;
+    }));
+    const float scale = static_cast<float>(n * (n + 1) / 2);
+    for (int i = 0; i < n; ++i) {
+      CAPTURE(i);
+      CHECK_MESSAGE(outcomes[i]->status->ok(), outcomes[i]->status->message());
+      bool right = true;
+      for (std::size_t k = 0; k < count && right; ++k) right = data[i][k] == static_cast<float>(k % 17) * scale;
+      CHECK(right);
+    }
+    // Each node took a copy engine and never copied its buffer whole.
+    CHECK(backend.log.copiers == n);
+    CHECK(backend.log.to_host == 0);
+    CHECK(backend.log.to_device == 0);
+  }
+}
+
+TEST_CASE("job ring: GPU tensors fused with others are copied in whole first, and still sum right") {
+  ClusterConfig config = settings();
+  config.cycle_time = 200ms;  // node 0 plans what is ready once per cycle: both tensors together
+  Job job(2, config);
+  test::HostDeviceBackend backend;
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  const std::size_t count = device::DeviceStaging::kPipelinedBytes / sizeof(float) + 7;
+  std::vector<std::vector<float>> a, b;
+  for (int i = 0; i < 2; ++i) {
+    a.emplace_back(count, static_cast<float>(i + 1));
+    b.emplace_back(count, static_cast<float>(10 * (i + 1)));
+  }
+  // Both ready on both nodes before the plan is made: fused into one operation.
+  std::vector<std::shared_ptr<Outcome>> outcomes;
+  for (int i = 0; i < 2; ++i) {
+    outcomes.push_back(job.device_allreduce(i, "a", a[i], backend));
+    outcomes.push_back(job.device_allreduce(i, "b", b[i], backend));
+  }
+  REQUIRE(job.run_until([&] {
+    for (auto& o : outcomes)
+      if (!o->status) return false;
+    return true;
+  }));
+  for (auto& o : outcomes) CHECK_MESSAGE(o->status->ok(), o->status->message());
+  for (int i = 0; i < 2; ++i) {
+    CHECK(std::all_of(a[i].begin(), a[i].end(), [](float x) { return x == 3.0f; }));
+    CHECK(std::all_of(b[i].begin(), b[i].end(), [](float x) { return x == 30.0f; }));
+  }
+  // Fused: every tensor was copied in whole and back whole (staged alone, a tensor
+  // is copied chunk by chunk and never whole).
+  CHECK(backend.log.to_host == 4);
+  CHECK(backend.log.to_device == 4);
+}
