@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/repeat_limiter.h"
+#include "service/transport/framed_read.h"
 
 namespace ringsync::service::cluster {
 
@@ -98,28 +99,20 @@ void PeerLink::goodbye(const Status& why, bool finished, std::int32_t lost_node)
 
 asio::awaitable<void> PeerLink::read_loop(std::shared_ptr<PeerLink> /*keepalive*/) {
   std::vector<std::uint8_t> body;
+  auto read_exactly = [this](asio::mutable_buffer buffer) { return stream_.read(buffer); };
   while (!closed_) {
-    std::array<std::uint8_t, wire::kFrameHeaderBytes> header;
-    boost::system::error_code ec = co_await stream_.read(asio::buffer(header));
-    if (ec) {
-      close(Status::PeerLost("its connection closed (" + ec.message() +
+    const transport::FrameRead read = co_await transport::read_frame(read_exactly, body, kMaxPeerFrameBytes);
+    if (read.ec) {
+      close(Status::PeerLost("its connection closed (" + read.ec.message() +
                              "): its daemon died or went away without a goodbye"));
       break;
     }
-    auto length = wire::frame_length(header, kMaxPeerFrameBytes);
-    if (!length.ok()) {
-      warn_bad_frame(peer_name_, length.status().message());
-      close(Status::ProtocolError("bad frame from " + peer_name_ + ": " + length.status().message()));
+    if (!read.bad_length.ok()) {
+      warn_bad_frame(peer_name_, read.bad_length.message());
+      close(Status::ProtocolError("bad frame from " + peer_name_ + ": " + read.bad_length.message()));
       break;
     }
-    body.resize(*length);
-    ec = co_await stream_.read(asio::buffer(body));
-    if (ec) {
-      close(Status::PeerLost("its connection closed (" + ec.message() +
-                             "): its daemon died or went away without a goodbye"));
-      break;
-    }
-    bytes_received_ += header.size() + body.size();
+    bytes_received_ += wire::kFrameHeaderBytes + body.size();
     auto message = peer_wire::decode(body);
     if (!message.ok()) {
       warn_bad_frame(peer_name_, message.status().message());

@@ -13,6 +13,7 @@
 #include "common/fd_passing.h"
 #include "common/log.h"
 #include "service/daemon.h"
+#include "service/transport/framed_read.h"
 
 namespace ringsync::service::local {
 
@@ -232,20 +233,22 @@ void ClientSession::protocol_error(const Status& status) {
 
 asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> self) {
   std::vector<std::uint8_t> body;
+  auto read_exactly = [this](asio::mutable_buffer buffer) -> asio::awaitable<boost::system::error_code> {
+    boost::system::error_code ec;
+    co_await asio::async_read(socket_, buffer, asio::redirect_error(use_awaitable, ec));
+    co_return ec;
+  };
   for (;;) {
     boost::system::error_code ec;
-    std::array<std::uint8_t, wire::kFrameHeaderBytes> header;
-    co_await asio::async_read(socket_, asio::buffer(header), asio::redirect_error(use_awaitable, ec));
-    if (ec || closed_) break;
-    auto length = wire::frame_length(header, daemon_.config().max_frame_bytes);
-    if (!length.ok()) {
-      protocol_error(length.status());
+    const transport::FrameRead read =
+        co_await transport::read_frame(read_exactly, body, daemon_.config().max_frame_bytes);
+    if (closed_) break;
+    if (!read.bad_length.ok()) {
+      protocol_error(read.bad_length);
       break;
     }
-    body.resize(*length);
-    co_await asio::async_read(socket_, asio::buffer(body), asio::redirect_error(use_awaitable, ec));
-    if (ec || closed_) {
-      if (ec == asio::error::eof) {
+    if (read.ec) {
+      if (read.ec == asio::error::eof && read.mid_frame) {
         RS_LOG(debug, "session") << "client " << id_ << " closed mid-frame";
       }
       break;
