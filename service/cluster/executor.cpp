@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "service/cluster/node_operation.h"
+#include "service/cluster/operation_schedule.h"
 #include "service/cluster/staged_allreduce.h"
 #include "service/device/staging.h"
 #include "service/integrity/checked_result.h"
@@ -36,6 +37,8 @@ const char* ring_phase(wire::CollectiveKind kind) {
   }
   return "RING";
 }
+
+Status kShutDown() { return Status::Closed("ringsyncd shut down during the collective"); }
 
 // "allreduce 'grad'", "allreduce 'a' and 3 more fused", for the result check's error.
 std::string describe(const peer_wire::Operation& op) {
@@ -160,33 +163,44 @@ void Executor::begin(std::shared_ptr<Running> running) {
   ++in_flight_;
   running->epoch = epoch_;
   active_[op.sequence] = running->started;
+  // The operation on this node, top to bottom (each step after the one before
+  // it succeeded; the first failure completes the operation).
+  using Done = OperationSchedule::Done;
+  auto schedule = OperationSchedule::create();
   const auto& tensors = running->planned->tensors;
   if (tensors.size() == 1 && tensors[0].staging && tensors[0].staging->pipelined()) {
-    run_staged(std::move(running));
-    return;
+    // One GPU allreduce staged chunk by chunk: its copies to and from the
+    // device overlap the ring; no gather, no scatter.
+    schedule->then([this, running](Done done) { run_staged(running, std::move(done)); });
+  } else {
+    schedule->then([this, running](Done done) { fill_staged(running, std::move(done)); })  // GPU inputs to host
+        .then([this, running](Done done) { gather(running, std::move(done)); })  // local ranks into the ring buffer
+        .then([this, running](Done done) { run_ring(running, std::move(done)); })  // between the nodes
+        .then([this, running](Done done) { scatter(running, std::move(done)); });  // the result to every local rank
   }
-  fill_staged(std::move(running));
+  schedule->start([this, running](const Status& status, std::string_view error_kind) {
+    complete(running, status, error_kind);
+  });
 }
 
-void Executor::fill_staged(std::shared_ptr<Running> running) {
+void Executor::fill_staged(std::shared_ptr<Running> running, OperationSchedule::Done done) {
   std::vector<std::shared_ptr<device::DeviceStaging>> unfilled;
   for (const auto& t : running->planned->tensors)
     if (t.staging && t.staging->pipelined()) unfilled.push_back(t.staging);
-  if (unfilled.empty()) return gather(std::move(running));
+  if (unfilled.empty()) return done(Status::Ok(), "");
   auto failures = std::make_shared<std::vector<Status>>(unfilled.size());
   pool_.run(
       unfilled.size(), [unfilled, failures](std::size_t i) { (*failures)[i] = unfilled[i]->fill_host(); },
-      [this, &io = io_, running, failures] {
-        asio::post(io, [this, running, failures] {
+      [this, &io = io_, failures, done = std::move(done)] {
+        asio::post(io, [this, failures, done] {
           for (const Status& failed : *failures)
-            if (!failed.ok()) return complete(running, failed);
-          if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
-          gather(running);
+            if (!failed.ok()) return done(failed, "");
+          done(pool_.cancelled() ? kShutDown() : Status::Ok(), "");
         });
       });
 }
 
-void Executor::gather(std::shared_ptr<Running> running) {
+void Executor::gather(std::shared_ptr<Running> running, OperationSchedule::Done done) {
   const peer_wire::Operation& op = running->planned->op;
   OperationShape shape{op.kind, op.dtype, op.op, op.root, job_.node_rank, job_.num_nodes, job_.slots};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
@@ -201,8 +215,7 @@ void Executor::gather(std::shared_ptr<Running> running) {
   auto work = running->work;
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);
-    run_ring(std::move(running));
-    return;
+    return done(Status::Ok(), "");
   }
   pool_.run(
       work->gather_pieces(), [work](std::size_t i) { work->gather_piece(i); },
@@ -210,13 +223,14 @@ void Executor::gather(std::shared_ptr<Running> running) {
       // it touches only the io_context; the posted step runs on the control
       // thread, where the job's ring keeps this executor until nothing of
       // it is left in the pool (JobRing::done()).
-      [this, &io = io_, running] { asio::post(io, [this, running] { run_ring(running); }); });
+      [this, &io = io_, done = std::move(done)] {
+        asio::post(io, [this, done] { done(pool_.cancelled() ? kShutDown() : Status::Ok(), ""); });
+      });
 }
 
-bool Executor::ring_gone(const std::shared_ptr<Running>& running) {
-  if (formed_ && engine_ && running->epoch == epoch_) return false;
-  complete(running, last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran") : last_loss_);
-  return true;
+std::optional<Status> Executor::ring_gone(const std::shared_ptr<Running>& running) const {
+  if (formed_ && engine_ && running->epoch == epoch_) return std::nullopt;
+  return last_loss_.ok() ? Status::PeerLost("the ring was lost before the operation ran") : last_loss_;
 }
 
 ring::RingOptions Executor::ring_options(const peer_wire::Operation& op) const {
@@ -227,23 +241,23 @@ ring::RingOptions Executor::ring_options(const peer_wire::Operation& op) const {
   return options;
 }
 
-bool Executor::ring_failed(const std::shared_ptr<Running>& running, const Status& status) {
-  if (status.ok()) return false;
+void Executor::ring_done(const std::shared_ptr<Running>& running, const Status& status,
+                         const OperationSchedule::Done& done) {
+  if (status.ok()) return done(status, "");
   if (formed_ && running->epoch == epoch_) {
-    held_.push_back(running);
+    held_.push_back(running);  // lost() completes it; the schedule ends here
     hooks_.suspect(status);
-    return true;
+    return;
   }
   // Aborted by the loss: every rank gets the loss's own words.
-  complete(running, last_loss_.ok() ? status : last_loss_);
-  return true;
+  done(last_loss_.ok() ? status : last_loss_, "");
 }
 
-void Executor::run_ring(std::shared_ptr<Running> running) {
-  if (pool_.cancelled()) return complete(running, Status::Closed("ringsyncd shut down during the collective"));
+void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+  if (pool_.cancelled()) return done(kShutDown(), "");
   if (timeline_)
     for (const auto& name : running->planned->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
-  if (ring_gone(running)) return;
+  if (auto gone = ring_gone(running)) return done(*gone, "");
   const peer_wire::Operation& op = running->planned->op;
   const ring::RingOptions options = ring_options(op);
   const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
@@ -305,21 +319,22 @@ void Executor::run_ring(std::shared_ptr<Running> running) {
   // other data task is one phase, from the hand-off to the ring's thread to its end.
   const bool timed_inside = op.kind == wire::CollectiveKind::kAllreduce && algorithm == route::Algorithm::kRing;
   const char* phase = algorithm == route::Algorithm::kHalvingDoubling ? "HALVING_DOUBLING" : ring_phase(op.kind);
-  engine_->run(std::move(make), [this, running, ring_start, check, timed_inside, phase](const Status& status) {
+  engine_->run(std::move(make), [this, running, ring_start, check, timed_inside, phase,
+                                 done = std::move(done)](const Status& status) {
     if (timeline_ && !timed_inside)
       for (const auto& name : running->planned->op.names) timeline_->phase(name, phase, ring_start, Clock::now());
     if (check && check->mismatch) {
       // Every node compared the same words and fails alike: the ring itself is fine.
       RS_LOG(error, "ring") << "job '" << job_.id << "': " << status.message();
       metrics_.integrity_failures.with({job_.id}).inc();
-      return complete(running, status, "integrity");
+      return done(status, "integrity");
     }
-    if (!ring_failed(running, status)) scatter(running);
+    ring_done(running, status, done);
   });
 }
 
-void Executor::run_staged(std::shared_ptr<Running> running) {
-  if (ring_gone(running)) return;
+void Executor::run_staged(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+  if (auto gone = ring_gone(running)) return done(*gone, "");
   const peer_wire::Operation& op = running->planned->op;
   const ring::RingOptions options = ring_options(op);
   const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
@@ -336,33 +351,30 @@ void Executor::run_staged(std::shared_ptr<Running> running) {
     return std::make_unique<StagedAllreduce>(t, staging->copier(), staging->staged_buffers(), count, dtype,
                                              reduction, divisor, options, copy_bytes, staging);
   };
-  engine_->run(std::move(make), [this, running, staging, ring_start](const Status& status) {
+  engine_->run(std::move(make), [this, running, staging, ring_start, done = std::move(done)](const Status& status) {
     if (timeline_)
       for (const auto& name : running->planned->op.names) timeline_->phase(name, "STAGED_ALLREDUCE", ring_start, Clock::now());
-    if (ring_failed(running, status)) return;
-    staging->result_on_device();
-    complete(running, Status::Ok());
+    if (status.ok()) staging->result_on_device();
+    ring_done(running, status, done);
   });
 }
 
-void Executor::scatter(std::shared_ptr<Running> running) {
+void Executor::scatter(std::shared_ptr<Running> running, OperationSchedule::Done done) {
   auto work = running->work;
   const Clock::time_point start = Clock::now();
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->scatter_pieces(); ++i) work->scatter_piece(i);
     if (timeline_)
       for (const auto& name : running->planned->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
-    complete(std::move(running), Status::Ok());
-    return;
+    return done(Status::Ok(), "");
   }
   pool_.run(
       work->scatter_pieces(), [work](std::size_t i) { work->scatter_piece(i); },
-      [this, &io = io_, running, start] {
-        asio::post(io, [this, running, start] {
+      [this, &io = io_, running, start, done = std::move(done)] {
+        asio::post(io, [this, running, start, done] {
           if (timeline_)
             for (const auto& name : running->planned->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
-          complete(running, pool_.cancelled() ? Status::Closed("ringsyncd shut down during the collective")
-                                              : Status::Ok());
+          done(pool_.cancelled() ? kShutDown() : Status::Ok(), "");
         });
       });
 }

@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "service/cluster/control_plane.h"
 #include "service/cluster/job_spec.h"
+#include "service/cluster/operation_schedule.h"
 #include "service/cluster/ring_engine.h"
 #include "service/cluster/ring_buffer_pool.h"
 #include "service/daemon_config.h"
@@ -76,18 +77,25 @@ class Executor {
   };
 
   void start_operations();
+  // Builds the operation's schedule (operation_schedule.h) and starts it; its
+  // steps below each report through `done`.
   void begin(std::shared_ptr<Running> running);
   // GPU tensors of a fused operation: their host buffers are filled first.
-  void fill_staged(std::shared_ptr<Running> running);
-  void gather(std::shared_ptr<Running> running);
-  void run_ring(std::shared_ptr<Running> running);
-  void run_staged(std::shared_ptr<Running> running);
-  // The ring the operation was planned on is gone: completes it with the loss; true then.
-  bool ring_gone(const std::shared_ptr<Running>& running);
+  void fill_staged(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // The local ranks' data into the ring buffer (reduced, or placed).
+  void gather(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // The data task between the nodes (ring or halving-doubling), and the result check.
+  void run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // One GPU allreduce staged chunk by chunk as the ring runs.
+  void run_staged(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // The result back to every local rank.
+  void scatter(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // The ring the operation was planned on is gone: why.
+  std::optional<Status> ring_gone(const std::shared_ptr<Running>& running) const;
   ring::RingOptions ring_options(const peer_wire::Operation& op) const;
-  // A ring task's outcome was a failure: held for the verdict, or completed with the loss; true then.
-  bool ring_failed(const std::shared_ptr<Running>& running, const Status& status);
-  void scatter(std::shared_ptr<Running> running);
+  // A data task's outcome: success or the loss go on to `done`; a failure
+  // while the ring stands is held for the verdict (lost() completes it).
+  void ring_done(const std::shared_ptr<Running>& running, const Status& status, const OperationSchedule::Done& done);
   // error_kind: the ringsync_errors_total kind; "" derives it from the status.
   void complete(std::shared_ptr<Running> running, const Status& status, std::string_view error_kind = "");
 
