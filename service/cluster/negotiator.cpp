@@ -68,6 +68,7 @@ void Negotiator::formed(std::uint64_t epoch, ControlPlane* control) {
 }
 
 void Negotiator::lost(const Status& why, std::string_view kind, bool keep_held) {
+  remember_paths();
   formed_ = false;
   control_ = nullptr;
   coordinator_.reset();
@@ -92,6 +93,7 @@ void Negotiator::break_run(const Status& why) {
   if (broken_) return;
   broken_ = why;
   holding_ = false;
+  remember_paths();
   coordinator_.reset();  // node 0 plans nothing more on this ring
   plan_scheduled_ = false;
   unreported_.clear();

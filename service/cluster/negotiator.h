@@ -92,6 +92,9 @@ class Negotiator {
   // allreduce on some nodes) and in the negotiation (larger, or another
   // collective, on others), as soon as both sides are known: the two paths
   // never meet, so no stall timing may decide whether it is named.
+  // A side that waited on a ring since lost (it timed out there, or a node
+  // failed) still counts for a while: a node that arrives later on the other
+  // path is named too, whichever came first.
   void check_paths(const std::string& name);
 
  private:
@@ -173,6 +176,18 @@ class Negotiator {
   std::unique_ptr<negotiation::BitHistory> bit_history_;
   std::set<std::string> stall_reported_;
   std::set<std::string> disagreement_reported_;
+  // Node 0: the nodes on each path of tensors that were waiting when their
+  // ring was lost, kept kLostPathsLinger (at most kLostPathsKept of them).
+  struct LostPaths {
+    std::vector<std::uint32_t> direct;
+    std::vector<std::uint32_t> negotiated;
+    Clock::time_point at;
+    std::uint32_t num_nodes = 0;
+  };
+  static constexpr Clock::duration kLostPathsLinger = std::chrono::minutes(5);
+  static constexpr std::size_t kLostPathsKept = 1024;
+  std::map<std::string, LostPaths> lost_paths_;
+  void remember_paths();
 };
 
 }  // namespace ringsync::service::cluster

@@ -1,5 +1,7 @@
 // The stall report on node 0 (Horovod's stall inspector, across nodes).
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "service/cluster/negotiator.h"
 
@@ -7,16 +9,56 @@ namespace ringsync::service::cluster {
 
 void Negotiator::check_paths(const std::string& name) {
   if (!coordinator_ || !direct_) return;
-  const auto direct = direct_->waiting_nodes(name);
-  const auto negotiated = coordinator_->waiting_nodes(name);
-  if (direct.empty() || negotiated.empty()) return;
+  auto direct = direct_->waiting_nodes(name);
+  auto negotiated = coordinator_->waiting_nodes(name);
+  if (direct.empty() && negotiated.empty()) return;
+  // One side only: the other may have waited on a ring lost since (it timed
+  // out before this side arrived); the disagreement is the same when the ring
+  // had as many nodes and none of them is on both sides (a tensor that moved
+  // path on every node, as after an elastic change, is no disagreement).
+  std::string since;
+  if (direct.empty() || negotiated.empty()) {
+    auto it = lost_paths_.find(name);
+    if (it == lost_paths_.end() || Clock::now() - it->second.at > kLostPathsLinger ||
+        it->second.num_nodes != job_.num_nodes)
+      return;
+    const bool direct_lost = direct.empty();
+    const std::vector<std::uint32_t>& here = direct_lost ? negotiated : direct;
+    const std::vector<std::uint32_t>& there = direct_lost ? it->second.direct : it->second.negotiated;
+    if (there.empty()) return;
+    for (std::uint32_t node : there)
+      if (std::find(here.begin(), here.end(), node) != here.end()) return;
+    (direct_lost ? direct : negotiated) = there;
+    since = std::string(" (the ") + (direct_lost ? "direct exchange" : "negotiation") + " side waited on a ring lost " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - it->second.at).count()) +
+            " s ago)";
+  }
   stall_reported_.insert(name);
   if (!disagreement_reported_.insert(name).second) return;
   metrics_.stall_reports.with({job_.id}).inc();
   RS_LOG(warn, "stall") << "tensor '" << name << "' of job '" << job_.id
                         << "' is a small allreduce exchanged directly on node(s) " << local::rank_list(direct)
                         << " but is negotiated as a larger tensor or another collective on node(s) "
-                        << local::rank_list(negotiated) << ": the nodes disagree on it, and it fails at --collective-timeout";
+                        << local::rank_list(negotiated) << since
+                        << ": the nodes disagree on it, and it fails at --collective-timeout";
+}
+
+void Negotiator::remember_paths() {
+  if (!coordinator_) return;
+  const Clock::time_point now = Clock::now();
+  for (auto it = lost_paths_.begin(); it != lost_paths_.end();)
+    it = now - it->second.at > kLostPathsLinger ? lost_paths_.erase(it) : std::next(it);
+  const auto keep = [&](const std::string& name) -> LostPaths& {
+    LostPaths& paths = lost_paths_[name];
+    paths.at = now;
+    paths.num_nodes = job_.num_nodes;
+    return paths;
+  };
+  for (const auto& stall : coordinator_->stalled(now, Clock::duration::zero()))
+    if (lost_paths_.size() < kLostPathsKept || lost_paths_.count(stall.name)) keep(stall.name).negotiated = stall.ready_nodes;
+  if (direct_)
+    for (const auto& stall : direct_->stalled(now, Clock::duration::zero()))
+      if (lost_paths_.size() < kLostPathsKept || lost_paths_.count(stall.name)) keep(stall.name).direct = stall.ready_nodes;
 }
 
 std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration stall_after) {

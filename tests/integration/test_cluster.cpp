@@ -386,22 +386,45 @@ TEST_CASE("cluster: a tensor small on one node and large on the other is named, 
   // Node 0's ranks exchange 'conflict' directly (4 KiB), node 1's negotiate
   // it (64 KiB): the paths never meet. Node 0 says why as soon as it knows
   // both sides (not at a stall check), every rank gets an error at
-  // --collective-timeout, and the daemons serve on. The timeout leaves node 1's
-  // ranks, started a second later, ample time to submit on a loaded machine:
-  // a side that timed out before the other arrived could not be named.
+  // --collective-timeout, and the daemons serve on. Node 1 arrives while node
+  // 0 still waits or, on a slow machine, after node 0's side timed out: named
+  // either way (the next test makes the second order certain).
   ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms", "--collective-timeout", "8s"}));
   {
     RankGroup ranks(cluster, "conflict");
     for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});
-    // Node 1 comes after node 0's first stall warning: the disagreement is
-    // still named once node 1's side is known.
-    std::this_thread::sleep_for(1s);
+    REQUIRE_MESSAGE(ranks.wait_marks("submitted", 60s, ranks.on_node(0)), ranks.report());
     for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
     const auto codes = ranks.wait(60s);
     for (int code : codes)
       CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
     const std::string line =
         find_line(cluster.log(0), "'conflict'", std::regex("exchanged directly on node\\(s\\) 0 .*negotiated.*node\\(s\\) 1"));
+    CHECK_MESSAGE(!line.empty(), "node 0 did not name the disagreement:\n", cluster.logs());
+    MESSAGE("report: ", line);
+  }
+  CHECK(all_running(cluster));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: a node that arrives on the other path after the first side timed out is named too") {
+  // Node 0's small 'conflict' times out (its ring starts over) before node 1's
+  // ranks even start; node 1's large one, negotiated on the next ring, is
+  // still named as the same disagreement, then times out in turn.
+  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms", "--collective-timeout", "2s"}));
+  {
+    RankGroup ranks(cluster, "late");
+    for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});
+    for (int code : ranks.wait(60s, ranks.on_node(0)))
+      CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
+    CHECK(find_line(cluster.log(0), "'conflict'", std::regex("negotiated")).empty());
+    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
+    for (int code : ranks.wait(60s, ranks.on_node(1)))
+      CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
+    const std::string line = find_line(cluster.log(0), "'conflict'",
+                                       std::regex("exchanged directly on node\\(s\\) 0 .*negotiated.*node\\(s\\) 1 "
+                                                  "\\(the direct exchange side waited on a ring lost"));
     CHECK_MESSAGE(!line.empty(), "node 0 did not name the disagreement:\n", cluster.logs());
     MESSAGE("report: ", line);
   }
