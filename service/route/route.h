@@ -12,7 +12,7 @@
 //                    (ring/halving_doubling.h) for allreduces up to the
 //                    halving-doubling limit, the pipelined ring above it and for
 //                    every other collective
-//   the loop         collectives up to kBusyPollBytes keep it polling (busy_poll.h)
+//   the loop         collectives up to kBusyPollBytes keep it polling (threads/busy_poll.h)
 //
 // Every node of a job must route alike: the settings here travel in the
 // peers' hello and a node with other ones is refused (cluster/bootstrap.cpp).
