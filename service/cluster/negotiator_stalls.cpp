@@ -50,8 +50,7 @@ void Negotiator::remember_paths() {
     it = now - it->second.at > kLostPathsLinger ? lost_paths_.erase(it) : std::next(it);
   const auto keep = [&](const std::string& name) -> LostPaths& {
     LostPaths& paths = lost_paths_[name];
-    paths.at = now;
-    paths.num_nodes = job_.num_nodes;
+    if (paths.at != now) paths = LostPaths{{}, {}, now, job_.num_nodes};  // this loss only, not an earlier one's
     return paths;
   };
   for (const auto& stall : coordinator_->stalled(now, Clock::duration::zero()))
