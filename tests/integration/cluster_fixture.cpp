@@ -458,6 +458,42 @@ NodeLossRun hurt_node_mid_loop(ClusterFixture& /*cluster*/, RankGroup& ranks, in
   return out;
 }
 
+ClusterOptions cluster_options(int nodes, int local_size, std::vector<std::string> extra) {
+  ClusterOptions o;
+  o.nodes = nodes;
+  o.local_size = local_size;
+  o.extra_flags = std::move(extra);
+  return o;
+}
+
+bool all_running(ClusterFixture& cluster, int except) {
+  for (int i = 0; i < cluster.nodes(); ++i)
+    if (i != except && !cluster.running(i)) return false;
+  return true;
+}
+
+std::string find_line(const std::string& log, const std::string& text, const std::regex& pattern) {
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find(text) != std::string::npos && std::regex_search(line, pattern)) return line;
+  return "";
+}
+
+std::string node_metric_summary(ClusterFixture& cluster, const std::vector<std::string>& names) {
+  std::string text;
+  for (int i = 0; i < cluster.nodes(); ++i) {
+    const std::string metrics = cluster.metrics(i);
+    text += "node " + std::to_string(i) + ":";
+    for (const auto& name : names) {
+      auto v = metric_value(metrics, name);
+      text += " " + name + "=" + (v ? std::to_string(*v) : std::string("absent"));
+    }
+    text += "\n";
+  }
+  return text;
+}
+
 std::string tail(const std::string& text, std::size_t bytes) {
   if (text.size() <= bytes) return text;
   return "[... " + std::to_string(text.size() - bytes) + " bytes cut ...]\n" +

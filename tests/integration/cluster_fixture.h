@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -228,6 +229,18 @@ NodeLossRun hurt_node_mid_loop(ClusterFixture& cluster, RankGroup& ranks, int vi
                                const std::function<void()>& hurt, const std::function<void()>& between,
                                std::chrono::seconds deadline = std::chrono::seconds(30),
                                const std::string& count = "");
+
+// Options for `nodes` loopback daemons with `local_size` slots each, and `extra` flags.
+ClusterOptions cluster_options(int nodes, int local_size, std::vector<std::string> extra = {});
+
+// True when every node but `except` still runs.
+bool all_running(ClusterFixture& cluster, int except = -1);
+
+// The first line of `log` that contains `text` and matches `pattern`, or "".
+std::string find_line(const std::string& log, const std::string& text, const std::regex& pattern);
+
+// "node 0: NAME=VALUE ..." per node, for failure messages ("absent" when a node lacks one).
+std::string node_metric_summary(ClusterFixture& cluster, const std::vector<std::string>& names);
 
 // The last `bytes` of text, marked as cut when it was longer.
 std::string tail(const std::string& text, std::size_t bytes);

@@ -1,7 +1,7 @@
 // Several ringsyncd daemons on loopback as the nodes of one job, with real
 // trainer processes on each: collectives across nodes, fusion, the response
-// cache, cross-node mismatches, stall reports, nodes killed or frozen, and
-// junk on the control port. Deadlines are generous and only bound the test;
+// cache, nodes killed or frozen, and junk on the control port (disagreements
+// and stalls: test_cluster_disagreement.cpp). Deadlines are generous and only bound the test;
 // no assertion is about how fast something happened.
 #include <doctest/doctest.h>
 
@@ -33,44 +33,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kJobDeadline = 120s;   // one run of every rank of a job
-
-ClusterOptions options(int nodes, int local_size, std::vector<std::string> extra = {}) {
-  ClusterOptions o;
-  o.nodes = nodes;
-  o.local_size = local_size;
-  o.extra_flags = std::move(extra);
-  return o;
-}
-
-
-bool all_running(ClusterFixture& cluster, int except = -1) {
-  for (int i = 0; i < cluster.nodes(); ++i)
-    if (i != except && !cluster.running(i)) return false;
-  return true;
-}
-
-// The first log line that contains `text` and matches `pattern`, or "".
-std::string find_line(const std::string& log, const std::string& text, const std::regex& pattern) {
-  std::istringstream in(log);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find(text) != std::string::npos && std::regex_search(line, pattern)) return line;
-  return "";
-}
-
-std::string node_metric_summary(ClusterFixture& cluster, const std::vector<std::string>& names) {
-  std::string text;
-  for (int i = 0; i < cluster.nodes(); ++i) {
-    const std::string metrics = cluster.metrics(i);
-    text += "node " + std::to_string(i) + ":";
-    for (const auto& name : names) {
-      auto v = metric_value(metrics, name);
-      text += " " + name + "=" + (v ? std::to_string(*v) : std::string("absent"));
-    }
-    text += "\n";
-  }
-  return text;
-}
 
 // A raw TCP connection to a daemon's control port, as a stranger would open it.
 class RawPeer {
@@ -147,7 +109,7 @@ std::string new_warning(ClusterFixture& cluster, int node, std::size_t from,
 }  // namespace
 
 TEST_CASE("cluster: daemons start and form the ring and stop cleanly") {
-  ClusterFixture cluster(options(3, 2));
+  ClusterFixture cluster(cluster_options(3, 2));
   CHECK(all_running(cluster));
   CHECK_MESSAGE(wait_for_ring(cluster, 30s),
                 "ringsync_ring_nodes did not reach 3 on every node:\n",
@@ -158,7 +120,7 @@ TEST_CASE("cluster: daemons start and form the ring and stop cleanly") {
 }
 
 TEST_CASE("cluster: /readyz is 503 while the ring is not formed, 200 once it is") {
-  ClusterFixture cluster(options(2, 1));
+  ClusterFixture cluster(cluster_options(2, 1));
   // Polls node's /readyz until its status line has `status`, for up to 20 s.
   const auto readyz_becomes = [&](int node, const std::string& status) {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
@@ -188,7 +150,7 @@ TEST_CASE("cluster: /readyz is 503 while the ring is not formed, 200 once it is"
 
 TEST_CASE("cluster: the log and /metrics say which UCX transports link the nodes") {
   SUBCASE("pinned to tcp, as simulated nodes are") {
-    ClusterFixture cluster(options(2, 1));
+    ClusterFixture cluster(cluster_options(2, 1));
     REQUIRE(wait_for_ring(cluster, 30s));
     for (int node : {0, 1}) {
       const std::string line = cluster.peer_transports(node, 1 - node);
@@ -200,7 +162,7 @@ TEST_CASE("cluster: the log and /metrics say which UCX transports link the nodes
   }
   SUBCASE("left to UCX (the default): it links two daemons on one machine and the job runs") {
     ClusterFixture cluster([] {
-      auto o = options(2, 1);
+      auto o = cluster_options(2, 1);
       o.extra_flags = {"--ucx-transports="};
       return o;
     }());
@@ -213,7 +175,7 @@ TEST_CASE("cluster: the log and /metrics say which UCX transports link the nodes
 }
 
 TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
-  ClusterFixture cluster(options(2, 2));
+  ClusterFixture cluster(cluster_options(2, 2));
   // 786433 f32 is 3 MiB and odd, so ring segments are uneven. Up to 1001
   // elements (8 KiB) allreduces are exchanged directly between the nodes
   // (--inline-bytes 32KiB), the 3 MiB ones run the ring.
@@ -244,7 +206,7 @@ std::optional<double> series_sum(const std::string& metrics, const std::string& 
 }
 
 TEST_CASE("cluster: 2 nodes, only small allreduces (exchanged directly): their bytes count on the links, busbw exists") {
-  ClusterFixture cluster(options(2, 2));
+  ClusterFixture cluster(cluster_options(2, 2));
   // 1001 f32 and smaller go by the direct exchange over the control links: no ring operation at all.
   CHECK(run_job(cluster, "collectives", {"collectives", "1", "3", "1001"}));
   for (int node = 0; node < cluster.nodes(); ++node) {
@@ -284,7 +246,7 @@ TEST_CASE("cluster: 2 nodes, only small allreduces (exchanged directly): their b
 
 TEST_CASE("cluster: 3 nodes x 2 ranks: every collective, allreduces by halving-doubling (--algorithm rhd)") {
   // 3 nodes is not a power of two: node 1 folds into node 0 and gets the result back.
-  ClusterFixture cluster(options(3, 2, {"--algorithm", "rhd", "--inline-bytes", "0"}));
+  ClusterFixture cluster(cluster_options(3, 2, {"--algorithm", "rhd", "--inline-bytes", "0"}));
   CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "4000", "786433"}));
   CHECK(all_running(cluster));
   for (int node = 0; node < cluster.nodes(); ++node) {
@@ -302,7 +264,7 @@ TEST_CASE("cluster: 3 nodes x 2 ranks: every collective, allreduces by halving-d
 }
 
 TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-bytes 0)") {
-  ClusterFixture cluster(options(2, 2, {"--inline-bytes", "0"}));
+  ClusterFixture cluster(cluster_options(2, 2, {"--inline-bytes", "0"}));
   CHECK(run_job(cluster, "collectives", {"collectives", "1", "3", "1001"}));
   for (int node = 0; node < cluster.nodes(); ++node) {
     const std::string metrics = cluster.metrics(node);
@@ -316,7 +278,7 @@ TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-
 }
 
 TEST_CASE("cluster: 3 nodes x 2 ranks: every collective") {
-  ClusterFixture cluster(options(3, 2));
+  ClusterFixture cluster(cluster_options(3, 2));
   // At 3 nodes allreduces up to 10 KiB are exchanged directly (1001 f32),
   // up to 21 KiB answered with the plan (4000 f32), larger ones run the ring.
   CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "4000", "786433"}));
@@ -332,7 +294,7 @@ TEST_CASE("cluster: 3 nodes x 2 ranks: every collective") {
 }
 
 TEST_CASE("cluster: 200 small tensors exchanged directly, each answered without the ring") {
-  ClusterFixture cluster(options(2, 2, {"--cycle-time", "5ms"}));
+  ClusterFixture cluster(cluster_options(2, 2, {"--cycle-time", "5ms"}));
   REQUIRE(run_job(cluster, "fusion", {"fusion", "200"}));
   for (int node = 0; node < cluster.nodes(); ++node)
     CHECK_MESSAGE(
@@ -345,7 +307,7 @@ TEST_CASE("cluster: 200 small tensors exchanged directly, each answered without 
 TEST_CASE("cluster: 200 small tensors fuse into fewer ring operations") {
   // A longer cycle gathers more ready tensors per negotiation round; the
   // tensors (64-88 bytes) take the ring, not the direct exchange.
-  ClusterFixture cluster(options(2, 2, {"--cycle-time", "5ms", "--inline-bytes", "0"}));
+  ClusterFixture cluster(cluster_options(2, 2, {"--cycle-time", "5ms", "--inline-bytes", "0"}));
   REQUIRE(run_job(cluster, "fusion", {"fusion", "200"}));
   const std::string metrics = cluster.metrics(0);
   const auto operations = metric_value(metrics, "ringsync_ring_operations_total");
@@ -362,7 +324,7 @@ TEST_CASE("cluster: 200 small tensors fuse into fewer ring operations") {
 }
 
 TEST_CASE("cluster: a repeated step hits the response cache") {
-  ClusterFixture cluster(options(2, 2));
+  ClusterFixture cluster(cluster_options(2, 2));
   REQUIRE(run_job(cluster, "repeat", {"repeat", "3", "4"}));
   double hits = 0;
   for (int i = 0; i < cluster.nodes(); ++i)
@@ -373,98 +335,8 @@ TEST_CASE("cluster: a repeated step hits the response cache") {
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
-TEST_CASE("cluster: nodes disagree on a count: every rank gets a mismatch naming it") {
-  ClusterFixture cluster(options(2, 2));
-  // node-mismatch checks the error on every rank, then runs more tensors.
-  CHECK(run_job(cluster, "mismatch", {"node-mismatch", "1"}));
-  CHECK(all_running(cluster));
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
-}
-
-TEST_CASE("cluster: a tensor small on one node and large on the other is named, then times out") {
-  // Node 0's ranks exchange 'conflict' directly (4 KiB), node 1's negotiate
-  // it (64 KiB): the paths never meet. Node 0 says why as soon as it knows
-  // both sides (not at a stall check), every rank gets an error at
-  // --collective-timeout, and the daemons serve on. Node 1 arrives while node
-  // 0 still waits or, on a slow machine, after node 0's side timed out: named
-  // either way (the next test makes the second order certain).
-  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms", "--collective-timeout", "8s"}));
-  {
-    RankGroup ranks(cluster, "conflict");
-    for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});
-    REQUIRE_MESSAGE(ranks.wait_marks("submitted", 60s, ranks.on_node(0)), ranks.report());
-    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
-    const auto codes = ranks.wait(60s);
-    for (int code : codes)
-      CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
-    const std::string line =
-        find_line(cluster.log(0), "'conflict'", std::regex("exchanged directly on node\\(s\\) 0 .*negotiated.*node\\(s\\) 1"));
-    CHECK_MESSAGE(!line.empty(), "node 0 did not name the disagreement:\n", cluster.logs());
-    MESSAGE("report: ", line);
-  }
-  CHECK(all_running(cluster));
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
-}
-
-TEST_CASE("cluster: a node that arrives on the other path after the first side timed out is named too") {
-  // Node 0's small 'conflict' times out (its ring starts over) before node 1's
-  // ranks even start; node 1's large one, negotiated on the next ring, is
-  // still named as the same disagreement, then times out in turn.
-  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms", "--collective-timeout", "2s"}));
-  {
-    RankGroup ranks(cluster, "late");
-    for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});
-    for (int code : ranks.wait(60s, ranks.on_node(0)))
-      CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
-    CHECK(find_line(cluster.log(0), "'conflict'", std::regex("negotiated")).empty());
-    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
-    for (int code : ranks.wait(60s, ranks.on_node(1)))
-      CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
-    const std::string line = find_line(cluster.log(0), "'conflict'",
-                                       std::regex("exchanged directly on node\\(s\\) 0 .*negotiated.*node\\(s\\) 1 "
-                                                  "\\(the direct exchange side waited on a ring lost"));
-    CHECK_MESSAGE(!line.empty(), "node 0 did not name the disagreement:\n", cluster.logs());
-    MESSAGE("report: ", line);
-  }
-  CHECK(all_running(cluster));
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
-}
-
-TEST_CASE("cluster: a tensor one node never submits is reported as stalled") {
-  ClusterFixture cluster(options(2, 2, {"--stall-warning", "500ms"}));
-  {
-    RankGroup ranks(cluster, "stall");
-    for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "stall_x", "60"});
-    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"hang"});
-    REQUIRE_MESSAGE(ranks.wait_marks("submitted", 60s, ranks.on_node(0)), ranks.report());
-    REQUIRE_MESSAGE(ranks.wait_marks("connected", 60s, ranks.on_node(1)), ranks.report());
-
-    // The coordinator (node 0) names the tensor and the node still missing
-    // ("... missing on node(s) 1 ...").
-    const std::regex missing_node(R"(missing.*\bnodes?(\(s\))?:? *1\b)");
-    std::string line;
-    double stalled = 0;
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while ((line.empty() || stalled <= 0) && std::chrono::steady_clock::now() < deadline) {
-      if (line.empty()) line = find_line(cluster.log(0), "'stall_x'", missing_node);
-      stalled = std::max(stalled,
-                         metric_value(cluster.metrics(0), "ringsync_stalled_tensors").value_or(0));
-      std::this_thread::sleep_for(50ms);
-    }
-    CHECK_MESSAGE(!line.empty(), "no log line of node 0 names 'stall_x' and node 1:\n",
-                  cluster.logs());
-    MESSAGE("stall report: ", line);
-    CHECK_MESSAGE(stalled > 0, node_metric_summary(cluster, {"ringsync_stalled_tensors"}));
-  }  // the ranks are killed here
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
-}
-
 TEST_CASE("cluster: a daemon killed mid-allreduce: peer lost naming it; then it rejoins") {
-  ClusterFixture cluster(options(3, 2));
+  ClusterFixture cluster(cluster_options(3, 2));
   const int victim = 2;
   {
     RankGroup ranks(cluster, "killed");
@@ -489,7 +361,7 @@ TEST_CASE("cluster: a daemon killed mid-allreduce: peer lost naming it; then it 
 TEST_CASE("cluster: a worker killed mid small allreduces (exchanged directly): peer lost naming it") {
   // 8 B allreduces on 3 nodes go node to node, node 0 forwarding the workers'
   // contributions; losing node 1 mid-exchange must end every wait, not hang one.
-  ClusterFixture cluster(options(3, 2));
+  ClusterFixture cluster(cluster_options(3, 2));
   const int victim = 1;
   {
     RankGroup ranks(cluster, "killed-small");
@@ -512,7 +384,7 @@ TEST_CASE("cluster: a worker killed mid small allreduces (exchanged directly): p
 }
 
 TEST_CASE("cluster: a daemon stopped mid-allreduce: peer lost naming it; then it recovers") {
-  ClusterFixture cluster(options(3, 2));
+  ClusterFixture cluster(cluster_options(3, 2));
   const int victim = 1;
   {
     RankGroup ranks(cluster, "stopped");
@@ -533,7 +405,7 @@ TEST_CASE("cluster: a daemon stopped mid-allreduce: peer lost naming it; then it
 }
 
 TEST_CASE("cluster: junk on the control port is rejected and the daemons serve on") {
-  ClusterFixture cluster(options(2, 2));
+  ClusterFixture cluster(cluster_options(2, 2));
   CHECK_MESSAGE(wait_for_ring(cluster, 30s), cluster.logs());
   const std::string port = cluster.control_address(0);
 

@@ -338,10 +338,15 @@ TEST_CASE("ringsync top --launch-dir watches the daemons a ringsync launch recor
                         "300"},
                        {}, dir.file("launch.log"));
   const std::string record = logs + "/metrics-addresses";
+  // The daemons record their addresses as they start; launch prints its summary after that.
+  const std::string hint = "ringsync top --launch-dir " + logs;
+  const auto recorded_and_said = [&] {
+    return !read_file(record).empty() && read_file(dir.file("launch.log")).find(hint) != std::string::npos;
+  };
   const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (read_file(record).empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  while (!recorded_and_said() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
   REQUIRE_MESSAGE(!read_file(record).empty(), read_file(dir.file("launch.log")));
-  CHECK(read_file(dir.file("launch.log")).find("ringsync top --launch-dir " + logs) != std::string::npos);
+  CHECK_MESSAGE(read_file(dir.file("launch.log")).find(hint) != std::string::npos, read_file(dir.file("launch.log")));
 
   const TopRun run = top("--once --interval 0.2 --launch-dir " + logs);
   CHECK_MESSAGE(run.status == 0, run.out, run.err);
