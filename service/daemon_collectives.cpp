@@ -93,14 +93,6 @@ void Daemon::execute(local::PendingCollective collective) {
 
 void Daemon::finish(local::PendingCollective& collective, const Status& status,
                     Clock::time_point ready, std::size_t job_ranks) {
-  if (collective.staging && status.ok()) {
-    // GPU buffers of a multi-node job: the ring's result goes back to the GPUs first.
-    devices().stage_out(std::move(collective), [this, ready, job_ranks](local::PendingCollective& done,
-                                                                       const Status& copied) {
-      finish(done, copied, ready, job_ranks);
-    });
-    return;
-  }
   const wire::Collective& first = collective.submissions.front().request;
   const std::size_t ranks = job_ranks ? job_ranks : collective.submissions.size();
   metrics_.collective_done(collective.job_id, first.kind, first.dtype, observe::status_label(status.code()),

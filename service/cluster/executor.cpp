@@ -171,12 +171,14 @@ void Executor::begin(std::shared_ptr<Running> running) {
   if (tensors.size() == 1 && tensors[0].staging && tensors[0].staging->pipelined()) {
     // One GPU allreduce staged chunk by chunk: its copies to and from the
     // device overlap the ring; no gather, no scatter.
-    schedule->then([this, running](Done done) { run_staged(running, std::move(done)); });
+    schedule->then([this, running](Done done) { run_staged(running, std::move(done)); })
+        .then([this, running](Done done) { stage_out(running, std::move(done)); });  // to the other local GPUs
   } else {
     schedule->then([this, running](Done done) { fill_staged(running, std::move(done)); })  // GPU inputs to host
         .then([this, running](Done done) { gather(running, std::move(done)); })  // local ranks into the ring buffer
         .then([this, running](Done done) { run_ring(running, std::move(done)); })  // between the nodes
-        .then([this, running](Done done) { scatter(running, std::move(done)); });  // the result to every local rank
+        .then([this, running](Done done) { scatter(running, std::move(done)); })  // the result to every local rank
+        .then([this, running](Done done) { stage_out(running, std::move(done)); });  // GPU results to the GPUs
   }
   schedule->start([this, running](const Status& status, std::string_view error_kind) {
     complete(running, status, error_kind);
@@ -379,14 +381,44 @@ void Executor::scatter(std::shared_ptr<Running> running, OperationSchedule::Done
       });
 }
 
+void Executor::stage_out(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+  const auto& tensors = running->planned->tensors;
+  std::vector<std::size_t> staged;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].staging) staged.push_back(i);
+  if (staged.empty()) return done(Status::Ok(), "");
+  running->copied_back.assign(tensors.size(), Status::Ok());
+  const Clock::time_point start = Clock::now();
+  pool_.run(
+      staged.size(),
+      [running, staged](std::size_t k) {
+        running->copied_back[staged[k]] = running->planned->tensors[staged[k]].staging->stage_out();
+      },
+      [this, &io = io_, running, start, done = std::move(done)] {
+        asio::post(io, [this, running, start, done] {
+          if (timeline_)
+            for (const auto& t : running->planned->tensors)
+              if (t.staging) timeline_->phase(t.name, "STAGE_OUT", start, Clock::now());
+          done(pool_.cancelled() ? kShutDown() : Status::Ok(), "");
+        });
+      });
+}
+
 void Executor::complete(std::shared_ptr<Running> running, const Status& status, std::string_view error_kind) {
   if (running->planned->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
   if (running->epoch == epoch_) active_.erase(running->planned->op.sequence);
   running->work.reset();
   const std::size_t ranks = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
   for (std::size_t i = 0; i < running->planned->tensors.size(); ++i) {
-    if (status.ok()) {
-      hooks_.succeed(running->planned->tensors[i], running->planned->ready_at[i], ranks);
+    local::PendingCollective& tensor = running->planned->tensors[i];
+    tensor.staging.reset();  // its host buffer is not needed any more
+    if (status.ok() && i < running->copied_back.size() && !running->copied_back[i].ok()) {
+      const Status& failed = running->copied_back[i];
+      RS_LOG(warn, "device") << "tensor '" << tensor.name << "': copying the result back to the GPU failed: "
+                             << failed.message();
+      hooks_.fail(tensor, failed, "device");
+    } else if (status.ok()) {
+      hooks_.succeed(tensor, running->planned->ready_at[i], ranks);
     } else {
       hooks_.fail(running->planned->tensors[i], status,
                   !error_kind.empty()                        ? std::string(error_kind)

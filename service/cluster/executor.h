@@ -1,10 +1,14 @@
-// Runs the planned operations of one job's ring on this node, in plan order:
-// gather the local ranks' data into the ring buffer (WorkPool), run the ring
-// (RingEngine), copy the result back to every local rank (WorkPool), answer
-// them. A GPU allreduce staged chunk by chunk (DeviceStaging::pipelined()) runs
-// instead as one StagedAllreduce over its own host buffer: no gather, no
-// scatter; the copies to and from the GPU overlap the ring. Up to kMaxInFlight operations overlap (tags keep their messages
-// apart). With --verify-results the nodes compare their copies of a shared
+// Runs the planned operations of one job's ring on this node, in plan order,
+// each as one schedule of steps (begin()): gather the local ranks' data into
+// the ring buffer (WorkPool), run the ring (RingEngine), copy the result back
+// to every local rank (WorkPool), copy GPU tensors' results back to their GPUs
+// (WorkPool), answer them. A GPU allreduce staged chunk by chunk
+// (DeviceStaging::pipelined()) runs instead as one StagedAllreduce over its own
+// host buffer: no gather, no scatter; the copies to and from the GPU overlap the
+// ring. A GPU tensor's stage-in comes before negotiation
+// (DeviceService::stage_in): the plan is made of host data. A stage-out that
+// fails fails its own tensor only, not the others fused with it. Up to
+// kMaxInFlight operations overlap (tags keep their messages apart). With --verify-results the nodes compare their copies of a shared
 // result after the ring (integrity/checked_result.h); copies that differ fail
 // the operation on every node, and the ring stays up. Knows nothing of negotiation or of how the ring was formed: it is
 // handed an engine when a ring forms and told when it is lost.
@@ -74,6 +78,8 @@ class Executor {
     std::shared_ptr<NodeOperation> work;
     std::uint64_t epoch = 0;  // the ring it was planned on
     Clock::time_point started;
+    // By tensor, once stage_out ran: a GPU copy-back that failed (Ok otherwise).
+    std::vector<Status> copied_back;
   };
 
   void start_operations();
@@ -90,6 +96,9 @@ class Executor {
   void run_staged(std::shared_ptr<Running> running, OperationSchedule::Done done);
   // The result back to every local rank.
   void scatter(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // GPU tensors: the host result back to their local ranks' GPU outputs, each
+  // on its own; a failure is that tensor's (Running::copied_back).
+  void stage_out(std::shared_ptr<Running> running, OperationSchedule::Done done);
   // The ring the operation was planned on is gone: why.
   std::optional<Status> ring_gone(const std::shared_ptr<Running>& running) const;
   ring::RingOptions ring_options(const peer_wire::Operation& op) const;

@@ -179,17 +179,4 @@ void DeviceService::stage_in(local::PendingCollective collective, NodeShape shap
       });
 }
 
-void DeviceService::stage_out(local::PendingCollective collective, Done done) {
-  std::shared_ptr<DeviceStaging> staging = std::move(collective.staging);
-  collective.staging.reset();
-  auto shared = std::make_shared<local::PendingCollective>(std::move(collective));
-  on_pool(
-      [backend = backend_, staging, device = queue_device(*shared)]() -> Status {
-        auto queue = backend->queue(device);
-        if (!queue.ok()) return queue.status();
-        return staging->stage_out(**queue);
-      },
-      [shared, staging, done = std::move(done)](const Status& status) { done(*shared, status); });
-}
-
 }  // namespace ringsync::service::device

@@ -54,10 +54,6 @@ class DeviceService {
   // `pipeline_chunk`: see DeviceStaging::create.
   void stage_in(local::PendingCollective collective, NodeShape shape, std::size_t pipeline_chunk, Done ready);
 
-  // After the ring: copies the result out of collective.staging to the GPU
-  // outputs (and drops the staging).
-  void stage_out(local::PendingCollective collective, Done done);
-
  private:
   // Runs `work` on the pool, then `then` with its status on the control thread.
   void on_pool(std::function<Status()> work, std::function<void(const Status&)> then);

@@ -145,6 +145,12 @@ std::vector<local::Contribution> DeviceStaging::host_contributions() const {
   return view;
 }
 
+Status DeviceStaging::stage_out() {
+  auto queue = backend_->queue(device_);
+  if (!queue.ok()) return queue.status();
+  return stage_out(**queue);
+}
+
 Status DeviceStaging::stage_out(DeviceQueue& queue) {
   const std::size_t bytes = plan_.kind == wire::CollectiveKind::kBarrier ? 0 : host_->size();
   if (bytes == 0) return Status::Ok();

@@ -64,6 +64,8 @@ class DeviceStaging {
   // Queue and wait: device → host before the ring, host → device after it.
   Status stage_in(DeviceQueue& queue);
   Status stage_out(DeviceQueue& queue);
+  // stage_out on a queue of this staging's device. Blocks until copied: for the WorkPool.
+  Status stage_out();
 
   // Whether the ring should run as a StagedAllreduce (the host buffer is not filled).
   bool pipelined() const { return pipelined_ && !host_filled_; }

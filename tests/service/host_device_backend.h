@@ -3,6 +3,7 @@
 // (with the CPU kernels of common/reduce.h), and the calls are recorded.
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -53,8 +54,12 @@ class HostDeviceBackend final : public service::device::DeviceBackend {
   }
 
   void make_unavailable(Status why) { unavailable_ = std::move(why); }
-  // The n-th queued operation from now on (1-based) fails.
-  void fail_operation(int n) { fail_at_ = n; }
+  // The n-th queued operation from now on (1-based) fails; queues on several
+  // threads count together.
+  void fail_operation(int n) {
+    steps_ = 0;
+    fail_at_ = n;
+  }
 
   Log log;
   int last_device = -1;
@@ -109,13 +114,14 @@ class HostDeviceBackend final : public service::device::DeviceBackend {
   };
 
   Status step() {
-    if (fail_at_ > 0 && --fail_at_ == 0)
-      return Status::Internal("injected device failure");
+    const int n = ++steps_;
+    if (n == fail_at_) return Status::Internal("injected device failure");
     return Status::Ok();
   }
 
   Status unavailable_;
-  int fail_at_ = 0;
+  std::atomic<int> steps_{0};
+  std::atomic<int> fail_at_{0};
 };
 
 }  // namespace ringsync::test

@@ -15,7 +15,7 @@ namespace {
 local::PendingCollective ready(wire::CollectiveKind kind, DType dtype, ReduceOp op, std::size_t count,
                         std::vector<local::Contribution> where) {
   local::PendingCollective p;
-  p.name = "t";
+  p.name.assign(1, 't');
   for (std::uint32_t r = 0; r < where.size(); ++r) {
     local::Submission s;
     s.local_rank = r;

@@ -182,13 +182,9 @@ struct Job {
     auto queue = backend.queue(0);
     REQUIRE((*staging)->stage_in(**queue).ok());
     std::shared_ptr<device::DeviceStaging> kept = std::move(staging).value();
+    // The executor copies the result back to the "GPU" (its stage-out step).
     submit(node, name, data.size(), kept->host_contributions()[0], wire::Memory::kDevice, kept,
-           [out, kept, &backend](const Status& status) {
-             out->status = status;
-             // The daemon's finish(): the result back to the "GPU" (a no-op once pipelined).
-             auto q = backend.queue(0);
-             if (status.ok()) out->status = kept->stage_out(**q);
-           });
+           [out](const Status& status) { out->status = status; });
     return out;
   }
 };
@@ -336,4 +332,48 @@ TEST_CASE("job ring: GPU tensors fused with others are copied in whole first, an
   // is copied chunk by chunk and never whole).
   CHECK(backend.log.to_host == 4);
   CHECK(backend.log.to_device == 4);
+}
+
+TEST_CASE("job ring: a fused GPU tensor whose copy back to the GPU fails fails alone") {
+  ClusterConfig config = settings();
+  config.cycle_time = 200ms;  // both tensors planned together: one fused operation
+  Job job(2, config);
+  test::HostDeviceBackend gpu0, gpu1;  // one "GPU" per node
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  const std::size_t count = device::DeviceStaging::kPipelinedBytes / sizeof(float) + 7;
+  std::vector<std::vector<float>> a, b;
+  for (int i = 0; i < 2; ++i) {
+    a.emplace_back(count, static_cast<float>(i + 1));
+    b.emplace_back(count, static_cast<float>(10 * (i + 1)));
+  }
+  // Node 1's queued device work: the two whole copies in, then the two copies
+  // back; the first copy back fails.
+  gpu1.fail_operation(3);
+  auto a0 = job.device_allreduce(0, "a", a[0], gpu0);
+  auto b0 = job.device_allreduce(0, "b", b[0], gpu0);
+  auto a1 = job.device_allreduce(1, "a", a[1], gpu1);
+  auto b1 = job.device_allreduce(1, "b", b[1], gpu1);
+  REQUIRE(job.run_until([&] { return a0->status && b0->status && a1->status && b1->status; }));
+  REQUIRE(gpu1.log.to_host == 2);  // fused: filled whole
+  CHECK(gpu1.log.to_device == 2);  // both copies back were tried
+  // Node 0 got both results.
+  CHECK_MESSAGE(a0->status->ok(), a0->status->message());
+  CHECK_MESSAGE(b0->status->ok(), b0->status->message());
+  CHECK(std::all_of(a[0].begin(), a[0].end(), [](float x) { return x == 3.0f; }));
+  CHECK(std::all_of(b[0].begin(), b[0].end(), [](float x) { return x == 30.0f; }));
+  // On node 1 exactly one failed, with the device's words; the other has its result.
+  const bool a_failed = !a1->status->ok();
+  CHECK(a_failed != !b1->status->ok());
+  const Status& failed = a_failed ? *a1->status : *b1->status;
+  CHECK_MESSAGE(failed.message().find("injected device failure") != std::string::npos, failed.message());
+  const std::vector<float>& kept = a_failed ? b[1] : a[1];
+  const float want = a_failed ? 30.0f : 3.0f;
+  CHECK(std::all_of(kept.begin(), kept.end(), [&](float x) { return x == want; }));
+  // The ring stands: the next allreduce goes through on both nodes.
+  std::vector<float> c0(100, 1.0f), c1(100, 2.0f);
+  auto next0 = job.allreduce(0, "c", c0);
+  auto next1 = job.allreduce(1, "c", c1);
+  REQUIRE(job.run_until([&] { return next0->status && next1->status; }));
+  CHECK_MESSAGE(next0->status->ok(), next0->status->message());
+  CHECK(c1.front() == 3.0f);
 }
