@@ -38,7 +38,7 @@ void warn_bad_frame(const std::string& peer, const std::string& why) {
 PeerLink::PeerLink(ControlStream stream, std::string peer_name)
     : stream_(std::move(stream)),
       peer_name_(std::move(peer_name)),
-      wake_writer_(stream_.get_executor()),
+      queue_(stream_.get_executor()),
       heartbeat_timer_(stream_.get_executor()),
       leave_deadline_(stream_.get_executor()),
       last_heard_(std::chrono::steady_clock::now()) {}
@@ -50,7 +50,6 @@ void PeerLink::start(OnMessage on_message, OnClosed on_closed) {
   boost::system::error_code ec;
   stream_.socket().set_option(asio::ip::tcp::no_delay(true), ec);
   local_address_ = stream_.socket().local_endpoint(ec).address().to_string();
-  wake_writer_.expires_at(asio::steady_timer::time_point::max());
   asio::co_spawn(stream_.get_executor(), read_loop(shared_from_this()), asio::detached);
   asio::co_spawn(stream_.get_executor(), write_loop(shared_from_this()), asio::detached);
 }
@@ -69,15 +68,14 @@ void PeerLink::start_heartbeats(std::chrono::nanoseconds interval,
 
 void PeerLink::send(const peer_wire::Message& message) {
   if (closed_) return;
-  queue_.push_back(peer_wire::encode(message));
-  wake_writer_.cancel();
+  queue_.push(peer_wire::encode(message));
 }
 
 void PeerLink::close(const Status& why) {
   if (closed_) return;
   closed_ = true;
   stream_.close();
-  wake_writer_.cancel();
+  queue_.wake();
   heartbeat_timer_.cancel();
   leave_deadline_.cancel();
   on_message_ = nullptr;  // handlers may hold whoever holds this link: break the cycle
@@ -134,13 +132,11 @@ asio::awaitable<void> PeerLink::write_loop(std::shared_ptr<PeerLink> /*keepalive
         close(*leaving_);
         break;
       }
-      boost::system::error_code ec;
-      wake_writer_.expires_at(asio::steady_timer::time_point::max());
-      co_await wake_writer_.async_wait(asio::redirect_error(use_awaitable, ec));
+      co_await queue_.wait();
       continue;
     }
     std::vector<std::uint8_t> frame = std::move(queue_.front());
-    queue_.pop_front();
+    queue_.pop();
     const boost::system::error_code ec = co_await stream_.write(asio::buffer(frame));
     if (ec) {
       close(Status::PeerLost("sending to it failed (" + ec.message() + ")"));

@@ -10,7 +10,6 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,6 +18,7 @@
 #include "common/peer_wire.h"
 #include "common/status.h"
 #include "service/cluster/control_stream.h"
+#include "service/transport/frame_queue.h"
 
 namespace ringsync::service::cluster {
 
@@ -73,8 +73,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::string peer_name_;
   OnMessage on_message_;
   OnClosed on_closed_;
-  std::deque<std::vector<std::uint8_t>> queue_;
-  boost::asio::steady_timer wake_writer_;
+  transport::FrameQueue<std::vector<std::uint8_t>> queue_;
   boost::asio::steady_timer heartbeat_timer_;
   boost::asio::steady_timer leave_deadline_;
   std::optional<Status> leaving_;

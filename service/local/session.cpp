@@ -24,7 +24,7 @@ ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
     : daemon_(daemon),
       socket_(std::move(socket)),
       id_(id),
-      wake_writer_(socket_.get_executor()),
+      queue_(socket_.get_executor()),
       handshake_deadline_(socket_.get_executor()),
       flush_deadline_(socket_.get_executor()),
       hello_wait_(socket_.get_executor()) {
@@ -36,7 +36,6 @@ ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
 void ClientSession::start() {
   boost::system::error_code ec;
   socket_.non_blocking(true, ec);
-  wake_writer_.expires_at(asio::steady_timer::time_point::max());
   handshake_deadline_.expires_after(daemon_.config().client_handshake_timeout);
   auto self = shared_from_this();
   handshake_deadline_.async_wait([self](boost::system::error_code wait_ec) {
@@ -63,8 +62,7 @@ void ClientSession::send(const wire::Message& message, std::shared_ptr<shm::Regi
   }
   std::vector<std::uint8_t> bytes = wire::encode(message);
   if (channel_active_ && queue_.empty() && !fd_of && push_now(bytes)) return;
-  queue_.push_back(Outgoing{std::move(bytes), std::move(fd_of), channel_active_});
-  wake_writer_.cancel();
+  queue_.push(Outgoing{std::move(bytes), std::move(fd_of), channel_active_});
 }
 
 Status ClientSession::open_channel() {
@@ -131,7 +129,7 @@ void ClientSession::channel_corrupt(const Status& why) {
 
 std::size_t ClientSession::drain() {
   if (!channel_active_ || closed_ || flush_then_close_) return 0;
-  if (!queue_.empty()) wake_writer_.cancel();  // room may have appeared in the reply ring
+  if (!queue_.empty()) queue_.wake();  // room may have appeared in the reply ring
   auto& ring = channel_->to_daemon();
   std::size_t handled = 0;
   auto self = shared_from_this();
@@ -181,7 +179,7 @@ void ClientSession::close_after_flush() {
   if (closed_ || flush_then_close_) return;
   flush_then_close_ = true;
   hello_wait_.cancel();
-  wake_writer_.cancel();
+  queue_.wake();
   arm_flush_deadline();
 }
 
@@ -203,7 +201,7 @@ void ClientSession::close() {
   boost::system::error_code ec;
   socket_.shutdown(Socket::shutdown_both, ec);
   socket_.close(ec);
-  wake_writer_.cancel();
+  queue_.wake();
   handshake_deadline_.cancel();
   flush_deadline_.cancel();
   hello_wait_.cancel();
@@ -284,7 +282,7 @@ asio::awaitable<void> ClientSession::serve_channel() {
   std::array<std::uint8_t, 256> bells;
   while (!closed_) {
     drain();
-    if (!queue_.empty()) wake_writer_.cancel();
+    if (!queue_.empty()) queue_.wake();
     boost::system::error_code ec;
     co_await socket_.async_read_some(asio::buffer(bells), asio::redirect_error(use_awaitable, ec));
     if (ec) {
@@ -339,9 +337,7 @@ asio::awaitable<bool> ClientSession::write_channel(Outgoing& frame) {
       announced = true;
       continue;
     }
-    boost::system::error_code ec;
-    wake_writer_.expires_at(asio::steady_timer::time_point::max());
-    co_await wake_writer_.async_wait(asio::redirect_error(use_awaitable, ec));
+    co_await queue_.wait();  // the trainer's doorbell: room in the ring
     announced = false;
   }
   co_return false;
@@ -351,9 +347,7 @@ asio::awaitable<void> ClientSession::write_loop(std::shared_ptr<ClientSession> /
   while (!closed_) {
     if (queue_.empty()) {
       if (flush_then_close_) break;
-      boost::system::error_code ec;
-      wake_writer_.expires_at(asio::steady_timer::time_point::max());
-      co_await wake_writer_.async_wait(asio::redirect_error(use_awaitable, ec));
+      co_await queue_.wait();
       continue;
     }
     // The frame stays queued until written: send() puts a frame straight
@@ -361,7 +355,7 @@ asio::awaitable<void> ClientSession::write_loop(std::shared_ptr<ClientSession> /
     Outgoing& frame = queue_.front();
     const bool written = frame.via_channel ? co_await write_channel(frame) : co_await write_one(frame);
     if (!written) break;
-    queue_.pop_front();
+    queue_.pop();
     ++frames_written_;
   }
   close();

@@ -16,7 +16,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -30,6 +29,7 @@
 #include "service/device/table.h"
 #include "service/local/buffer_table.h"
 #include "service/local/client_access.h"
+#include "service/transport/frame_queue.h"
 
 namespace ringsync::service {
 class Daemon;
@@ -134,8 +134,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   std::uint64_t id_;
   std::int32_t peer_pid_ = 0;
   Credentials credentials_;
-  std::deque<Outgoing> queue_;
-  boost::asio::steady_timer wake_writer_;
+  transport::FrameQueue<Outgoing> queue_;
   boost::asio::steady_timer handshake_deadline_;
   boost::asio::steady_timer flush_deadline_;
   boost::asio::steady_timer hello_wait_;
