@@ -227,10 +227,10 @@ std::vector<std::uint8_t> encode(const Message& message) {
 }
 
 std::vector<std::uint8_t> frame_of(const std::uint8_t* body, std::size_t size) {
-  std::vector<std::uint8_t> frame(kFrameHeaderBytes + size);
-  for (std::size_t i = 0; i < kFrameHeaderBytes; ++i)
-    frame[i] = static_cast<std::uint8_t>(size >> (8 * i));
-  std::memcpy(frame.data() + kFrameHeaderBytes, body, size);
+  std::vector<std::uint8_t> frame;
+  frame.reserve(kFrameHeaderBytes + size);
+  for (std::size_t i = 0; i < kFrameHeaderBytes; ++i) frame.push_back(static_cast<std::uint8_t>(size >> (8 * i)));
+  frame.insert(frame.end(), body, body + size);  // copied once, not zeroed first
   return frame;
 }
 

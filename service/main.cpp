@@ -11,6 +11,7 @@
 #include "common/version.h"
 #include "service/daemon.h"
 #include "service/daemon_config.h"
+#include "service/threads/heap.h"
 
 namespace {
 
@@ -75,6 +76,21 @@ int run_daemon(int argc, char** argv) {
       }
       RS_LOG(info, "config") << line;
     }
+  }
+
+  // Before the first collective's buffers: the heap keeps what it grew to.
+  switch (service::threads::keep_heap()) {
+    case service::threads::HeapLimits::kKept:
+      RS_LOG(debug, "config") << "heap: blocks up to " << (service::threads::kHeapBlockBytes >> 20)
+                              << " MiB from the heap, up to " << (service::threads::kKeptFreeBytes >> 20)
+                              << " MiB of it kept when free";
+      break;
+    case service::threads::HeapLimits::kFromEnvironment:
+      RS_LOG(info, "config") << "heap: malloc's limits as the environment sets them (GLIBC_TUNABLES, MALLOC_*_)";
+      break;
+    case service::threads::HeapLimits::kUnavailable:
+      RS_LOG(debug, "config") << "heap: this malloc ignores mallopt; its own limits apply";
+      break;
   }
 
   // Each client connection holds a descriptor; use all the kernel allows.
