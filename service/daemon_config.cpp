@@ -22,8 +22,9 @@ using config::Kind;
 
 constexpr std::uint64_t kMinFrameBytes = 4 * 1024;
 constexpr std::uint64_t kMinChunkBytes = 4 * 1024;
-// A plan frame carries inline results next to names (Coordinator::kMaxPlanBytes).
-constexpr std::uint64_t kMaxInlineBytes = 64 * 1024;
+// Inline data travels in the control link's frames (wire::kMaxFrameBytes, 1 MiB):
+// one tensor of this size fits with room for the names beside it.
+constexpr std::uint64_t kMaxInlineBytes = 512 * 1024;
 constexpr std::uint64_t kChunkAlignment = 64;  // a cache line; a multiple of every element size
 constexpr std::uint64_t kMinClientBufferBytes = 4 * 1024;
 constexpr std::int64_t kMaxReduceThreads = 1024;
@@ -272,7 +273,7 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"fusion-threshold", Kind::kBytes, "128MiB", "bytes",
        "Ready allreduces of one dtype and op are fused into one ring operation up to this size; 0 "
        "disables fusion."},
-      {"inline-bytes", Kind::kBytes, "32KiB", "bytes",
+      {"inline-bytes", Kind::kBytes, "256KiB", "bytes",
        "Allreduces up to this size skip the ring: up to x 2/(N(N-1)) the nodes exchange their local "
        "reductions directly, up to x 2/N node 0 sends the result with the plan; 0 always runs the "
        "ring. The same on every node.", "0", units::format_bytes(kMaxInlineBytes)},

@@ -176,9 +176,9 @@ TEST_CASE("cluster: the log and /metrics say which UCX transports link the nodes
 
 TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
   ClusterFixture cluster(cluster_options(2, 2));
-  // 786433 f32 is 3 MiB and odd, so ring segments are uneven. Up to 1001
-  // elements (8 KiB) allreduces are exchanged directly between the nodes
-  // (--inline-bytes 32KiB), the 3 MiB ones run the ring.
+  // 786433 f32 is 3 MiB and odd, so ring segments are uneven. The 1001-element
+  // allreduces are exchanged directly between the nodes (up to --inline-bytes,
+  // 256 KiB, on 2 nodes), the 3 MiB ones run the ring.
   CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "3", "1001", "786433"}));
   CHECK(all_running(cluster));
   for (int node = 0; node < cluster.nodes(); ++node)
@@ -279,9 +279,10 @@ TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-
 
 TEST_CASE("cluster: 3 nodes x 2 ranks: every collective") {
   ClusterFixture cluster(cluster_options(3, 2));
-  // At 3 nodes allreduces up to 10 KiB are exchanged directly (1001 f32),
-  // up to 21 KiB answered with the plan (4000 f32), larger ones run the ring.
-  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "4000", "786433"}));
+  // At 3 nodes (--inline-bytes 256 KiB) allreduces up to 85 KiB are exchanged
+  // directly (1001 f32), up to 170 KiB answered with the plan (30000 f32),
+  // larger ones run the ring.
+  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "30000", "786433"}));
   CHECK(all_running(cluster));
   for (int node = 0; node < cluster.nodes(); ++node)
     for (const char* path : {"direct", "plan"})

@@ -25,7 +25,7 @@ TEST_CASE("cluster: nodes disagree on a count: every rank gets a mismatch naming
 
 TEST_CASE("cluster: a tensor small on one node and large on the other is named, then times out") {
   // Node 0's ranks exchange 'conflict' directly (4 KiB), node 1's negotiate
-  // it (64 KiB): the paths never meet. Node 0 says why as soon as it knows
+  // it (512 KiB): the paths never meet. Node 0 says why as soon as it knows
   // both sides (not at a stall check), every rank gets an error at
   // --collective-timeout, and the daemons serve on. Node 1 arrives while node
   // 0 still waits or, on a slow machine, after node 0's side timed out: named
@@ -35,7 +35,7 @@ TEST_CASE("cluster: a tensor small on one node and large on the other is named, 
     RankGroup ranks(cluster, "conflict");
     for (int r = 0; r < 2; ++r) ranks.start(0, r, {"submit-wait", "conflict", "60", "1024"});
     REQUIRE_MESSAGE(ranks.wait_marks("submitted", 60s, ranks.on_node(0)), ranks.report());
-    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
+    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "131072"});
     const auto codes = ranks.wait(60s);
     for (int code : codes)
       CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
@@ -60,7 +60,7 @@ TEST_CASE("cluster: a node that arrives on the other path after the first side t
     for (int code : ranks.wait(60s, ranks.on_node(0)))
       CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
     CHECK(find_line(cluster.log(0), "'conflict'", std::regex("negotiated")).empty());
-    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "16384"});
+    for (int r = 0; r < 2; ++r) ranks.start(1, r, {"submit-wait", "conflict", "60", "131072"});
     for (int code : ranks.wait(60s, ranks.on_node(1)))
       CHECK_MESSAGE((code == rank_exit::kPeerLost || code == rank_exit::kOtherError), ranks.report());
     const std::string line = find_line(cluster.log(0), "'conflict'",

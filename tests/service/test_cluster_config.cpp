@@ -47,7 +47,7 @@ TEST_CASE("cluster config: alone by default, with Horovod-like defaults") {
   CHECK(d->cluster.heartbeat_interval == 500ms);
   CHECK(d->cluster.cycle_time == 1ms);
   CHECK(d->cluster.fusion_threshold_bytes == 128ull << 20);
-  CHECK(d->cluster.inline_bytes == 32 * 1024);
+  CHECK(d->cluster.inline_bytes == 256 * 1024);
   CHECK(d->cluster.response_cache_capacity == 1024);
   CHECK(d->cluster.ucx_transports.empty());  // UCX chooses: verbs where the fabric has them
 }
@@ -63,7 +63,7 @@ TEST_CASE("cluster config: a host list makes a multi-node job") {
 }
 
 TEST_CASE("cluster config: clear errors") {
-  CHECK(error_of({"--inline-bytes", "65KiB"}).starts_with("inline-bytes must be between"));
+  CHECK(error_of({"--inline-bytes", "513KiB"}).starts_with("inline-bytes must be between"));
   CHECK(error_of({"--hosts", "a:2,b:2", "--node-rank", "2"}).find("node-rank 2 is not in the host list") !=
         std::string::npos);
   CHECK(error_of({"--node-rank", "1"}).find("not in the host list") != std::string::npos);
