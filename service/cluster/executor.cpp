@@ -420,7 +420,7 @@ void Executor::complete(std::shared_ptr<Running> running, const Status& status, 
     } else if (status.ok()) {
       hooks_.succeed(tensor, running->planned->ready_at[i], ranks);
     } else {
-      hooks_.fail(running->planned->tensors[i], status,
+      hooks_.fail(tensor, status,
                   !error_kind.empty()                        ? std::string(error_kind)
                   : status.code() == StatusCode::kPeerLost ? "peer_lost"
                                                             : observe::status_label(status.code()));
