@@ -14,9 +14,11 @@
 namespace ringsync::service::cluster {
 
 namespace {
-// Idle polling rounds before sleeping on the event fd: long enough to catch the
-// next chunk of a busy ring without a syscall, short enough to cost nothing idle.
-constexpr int kSpinRounds = 200;
+// Idle polling rounds, while tasks are in flight, before sleeping on the event
+// fd. Each round is a UCX progress (over tcp, an epoll_wait). A few catch the
+// next chunk without a wake-up; 200 kept 8 daemons on 2 vCPUs polling instead
+// of copying (8 hosts, 64 MiB shaped: 1.28-1.42x the law, 1.08-1.12x with 20).
+constexpr int kSpinRounds = 20;
 // Sleep bound for transports without an event fd (in-process, for tests).
 constexpr int kNoFdSleepMs = 1;
 }  // namespace
