@@ -61,6 +61,25 @@ ClusterConfig settings() {
   return c;
 }
 
+// Node 0 plans what is ready once per cycle: tensors ready together fuse.
+ClusterConfig fused_settings() {
+  ClusterConfig c = settings();
+  c.cycle_time = 200ms;
+  return c;
+}
+
+// Two GPU tensors per node of 2 nodes, past DeviceStaging::kPipelinedBytes:
+// a = node + 1, b = 10 * (node + 1), so their sums are 3 and 30.
+std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> fused_pair() {
+  const std::size_t count = device::DeviceStaging::kPipelinedBytes / sizeof(float) + 7;
+  std::vector<std::vector<float>> a, b;
+  for (int i = 0; i < 2; ++i) {
+    a.emplace_back(count, static_cast<float>(i + 1));
+    b.emplace_back(count, static_cast<float>(10 * (i + 1)));
+  }
+  return {std::move(a), std::move(b)};
+}
+
 struct Outcome {
   std::optional<Status> status;
 };
@@ -301,17 +320,10 @@ TEST_CASE("job ring: GPU buffers are staged chunk by chunk while the ring runs, 
 }
 
 TEST_CASE("job ring: GPU tensors fused with others are copied in whole first, and still sum right") {
-  ClusterConfig config = settings();
-  config.cycle_time = 200ms;  // node 0 plans what is ready once per cycle: both tensors together
-  Job job(2, config);
+  Job job(2, fused_settings());
   test::HostDeviceBackend backend;
   REQUIRE(job.run_until([&] { return job.formed(); }));
-  const std::size_t count = device::DeviceStaging::kPipelinedBytes / sizeof(float) + 7;
-  std::vector<std::vector<float>> a, b;
-  for (int i = 0; i < 2; ++i) {
-    a.emplace_back(count, static_cast<float>(i + 1));
-    b.emplace_back(count, static_cast<float>(10 * (i + 1)));
-  }
+  auto [a, b] = fused_pair();
   // Both ready on both nodes before the plan is made: fused into one operation.
   std::vector<std::shared_ptr<Outcome>> outcomes;
   for (int i = 0; i < 2; ++i) {
@@ -335,17 +347,10 @@ TEST_CASE("job ring: GPU tensors fused with others are copied in whole first, an
 }
 
 TEST_CASE("job ring: a fused GPU tensor whose copy back to the GPU fails fails alone") {
-  ClusterConfig config = settings();
-  config.cycle_time = 200ms;  // both tensors planned together: one fused operation
-  Job job(2, config);
+  Job job(2, fused_settings());
   test::HostDeviceBackend gpu0, gpu1;  // one "GPU" per node
   REQUIRE(job.run_until([&] { return job.formed(); }));
-  const std::size_t count = device::DeviceStaging::kPipelinedBytes / sizeof(float) + 7;
-  std::vector<std::vector<float>> a, b;
-  for (int i = 0; i < 2; ++i) {
-    a.emplace_back(count, static_cast<float>(i + 1));
-    b.emplace_back(count, static_cast<float>(10 * (i + 1)));
-  }
+  auto [a, b] = fused_pair();
   // Node 1's queued device work: the two whole copies in, then the two copies
   // back; the first copy back fails.
   gpu1.fail_operation(3);
