@@ -111,9 +111,10 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   c.fusion_threshold_bytes = cfg.get_bytes("fusion-threshold");
   c.inline_bytes = cfg.get_bytes("inline-bytes");
   {
-    auto limit = route::halving_doubling_limit(cfg.get_string("algorithm"), cfg.get_bytes("rhd-max-bytes"));
-    if (!limit.ok()) return Status::InvalidArgument(limit.status().message() + from(cfg, "algorithm"));
-    c.halving_doubling_bytes = *limit;
+    auto routes = route::data_routes(cfg.get_string("algorithm"), cfg.get_bytes("direct-max-bytes"),
+                                     cfg.get_bytes("rhd-max-bytes"));
+    if (!routes.ok()) return Status::InvalidArgument(routes.status().message() + from(cfg, "algorithm"));
+    c.data_routes = *routes;
   }
   c.response_cache_capacity = static_cast<std::size_t>(cfg.get_int("response-cache"));
   c.ring_chunk_bytes = cfg.get_bytes("ring-chunk-bytes");
@@ -278,8 +279,12 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "reductions directly, up to x 2/N node 0 sends the result with the plan; 0 always runs the "
        "ring. The same on every node.", "0", units::format_bytes(kMaxInlineBytes)},
       {"algorithm", Kind::kString, "auto", "",
-       "How allreduces move between nodes: auto (recursive halving-doubling up to --rhd-max-bytes, the "
-       "pipelined ring above), ring, or rhd (halving-doubling at every size). The same on every node."},
+       "How allreduces move between nodes: auto (the direct reduce-scatter and allgather up to "
+       "--direct-max-bytes, recursive halving-doubling up to --rhd-max-bytes, the pipelined ring above), "
+       "ring, rhd (halving-doubling at every size) or direct (at every size). The same on every node."},
+      {"direct-max-bytes", Kind::kBytes, "0", "bytes",
+       "With --algorithm auto: the largest allreduce (after fusion) that goes by the direct algorithm "
+       "(2 steps at any node count, each node to every other at once); 0: none."},
       {"rhd-max-bytes", Kind::kBytes, "1MiB", "bytes",
        "With --algorithm auto: the largest allreduce (after fusion) that goes by halving-doubling "
        "(fewer steps: 2 log2 N instead of 2(N-1)); larger ones take the ring."},

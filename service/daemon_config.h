@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "service/integrity/verify_results.h"
 #include "service/local/client_access.h"
+#include "service/route/route.h"
 
 namespace ringsync::service {
 
@@ -53,7 +54,7 @@ struct ClusterConfig {
   std::chrono::nanoseconds cycle_time{0};          // --cycle-time, default 1ms
   std::uint64_t fusion_threshold_bytes = 0;        // --fusion-threshold, 128MiB
   std::uint64_t inline_bytes = 0;                  // --inline-bytes, default 256KiB
-  std::uint64_t halving_doubling_bytes = 0;        // --algorithm, --rhd-max-bytes (service/route/route.h)
+  route::DataRoutes data_routes;                   // --algorithm, --direct-max-bytes, --rhd-max-bytes (service/route/route.h)
   std::size_t response_cache_capacity = 0;         // --response-cache, default 1024
   std::uint64_t ring_chunk_bytes = 0;              // --ring-chunk-bytes, 512KiB
   std::uint32_t ring_window = 0;                   // --ring-window, default 4

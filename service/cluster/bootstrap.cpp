@@ -78,9 +78,9 @@ std::string settings_refusal(const BootstrapConfig& c, const peer_wire::PeerHell
   if (h.inline_bytes != c.inline_bytes)
     return who + " runs --inline-bytes " + std::to_string(h.inline_bytes) + ", node 0 " +
            std::to_string(c.inline_bytes) + "; every node must use the same";
-  if (h.halving_doubling_bytes != c.halving_doubling_bytes)
-    return who + " runs --algorithm " + route::describe_limit(h.halving_doubling_bytes) + ", node 0 " +
-           route::describe_limit(c.halving_doubling_bytes) + "; every node must use the same (--algorithm, --rhd-max-bytes)";
+  if (const route::DataRoutes theirs{h.direct_bytes, h.halving_doubling_bytes}; !(theirs == c.data_routes))
+    return who + " runs --algorithm " + route::describe(theirs) + ", node 0 " + route::describe(c.data_routes) +
+           "; every node must use the same (--algorithm, --direct-max-bytes, --rhd-max-bytes)";
   if (h.verify_results != static_cast<std::uint8_t>(c.verify_results)) {
     // Otherwise the nodes that check would wait for the others' check words.
     const auto theirs = static_cast<integrity::VerifyResults>(h.verify_results);
@@ -325,8 +325,8 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       auto done = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
       peer_wire::PeerHello hello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
                                  static_cast<std::uint32_t>(c.nodes.size()), c.slots, {}, c.ucx_address, 0,
-                                 c.ring_chunk_bytes, c.response_cache, c.inline_bytes, c.halving_doubling_bytes,
-                                 static_cast<std::uint8_t>(c.verify_results)};
+                                 c.ring_chunk_bytes, c.response_cache, c.inline_bytes, c.data_routes.halving_doubling_bytes,
+                                 static_cast<std::uint8_t>(c.verify_results), c.data_routes.direct_bytes};
       if (!c.token.empty()) {
         hello.nonce = auth_nonce();
         if (hello.nonce.empty()) co_return Status::Internal("no random bytes for the key challenge (OpenSSL RAND_bytes)");

@@ -26,6 +26,7 @@
 #include "service/cluster/job_spec.h"
 #include "service/cluster/peer_link.h"
 #include "service/integrity/verify_results.h"
+#include "service/route/route.h"
 
 namespace ringsync::service::cluster {
 
@@ -43,7 +44,7 @@ struct BootstrapConfig {
   std::uint64_t ring_chunk_bytes = 0;
   std::uint32_t response_cache = 0;
   std::uint64_t inline_bytes = 0;
-  std::uint64_t halving_doubling_bytes = 0;
+  route::DataRoutes data_routes;
   integrity::VerifyResults verify_results = integrity::VerifyResults::kOff;
   // Runs for every peer refused for a missing or wrong proof of the key (the
   // daemon counts errors_total{kind="auth"}); may be empty.

@@ -16,6 +16,7 @@
 #include "service/ring/allreduce.h"
 #include "service/ring/alltoall.h"
 #include "service/ring/broadcast.h"
+#include "service/ring/direct_allreduce.h"
 #include "service/ring/halving_doubling.h"
 #include "service/ring/reduce_scatter.h"
 #include "service/route/route.h"
@@ -269,7 +270,7 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
   observe::Timeline* timeline = timeline_;
   std::vector<std::string> names = timeline ? op.names : std::vector<std::string>{};
   const route::Algorithm algorithm =
-      route::data_algorithm(settings_.halving_doubling_bytes, op.kind, work->buffer_bytes(), job_.num_nodes);
+      route::data_algorithm(settings_.data_routes, op.kind, work->buffer_bytes(), job_.num_nodes);
   metrics_.data_operations.with({route::algorithm_name(algorithm)}).inc();
   RingEngine::MakeTask make_data = [work, options, divisor, root_node, timeline, names, algorithm](transport::Transport& t)
       -> std::unique_ptr<ring::Task> {
@@ -294,6 +295,9 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
         if (algorithm == route::Algorithm::kHalvingDoubling)
           return std::make_unique<ring::HalvingDoublingAllreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
                                                                   s.op, divisor, options);
+        if (algorithm == route::Algorithm::kDirect)
+          return std::make_unique<ring::DirectAllreduce>(t, work->buffer(), work->buffer_count(), s.dtype, s.op,
+                                                         divisor, options);
         auto allreduce = std::make_unique<ring::Allreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
                                                            s.op, divisor, options);
         if (!timeline) return allreduce;
@@ -320,7 +324,9 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
   // A ring allreduce records its two halves itself (TimedAllreduce); every
   // other data task is one phase, from the hand-off to the ring's thread to its end.
   const bool timed_inside = op.kind == wire::CollectiveKind::kAllreduce && algorithm == route::Algorithm::kRing;
-  const char* phase = algorithm == route::Algorithm::kHalvingDoubling ? "HALVING_DOUBLING" : ring_phase(op.kind);
+  const char* phase = algorithm == route::Algorithm::kHalvingDoubling ? "HALVING_DOUBLING"
+                      : algorithm == route::Algorithm::kDirect        ? "DIRECT_ALLREDUCE"
+                                                                      : ring_phase(op.kind);
   engine_->run(std::move(make), [this, running, ring_start, check, timed_inside, phase,
                                  done = std::move(done)](const Status& status) {
     if (timeline_ && !timed_inside)

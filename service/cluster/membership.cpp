@@ -92,7 +92,7 @@ BootstrapConfig Membership::bootstrap_config(std::vector<std::uint8_t> ucx_addre
   bc.ring_chunk_bytes = settings_.ring_chunk_bytes;
   bc.response_cache = static_cast<std::uint32_t>(settings_.response_cache_capacity);
   bc.inline_bytes = settings_.inline_bytes;
-  bc.halving_doubling_bytes = settings_.halving_doubling_bytes;
+  bc.data_routes = settings_.data_routes;
   bc.verify_results = settings_.verify_results;
   // The bootstrap ends before this membership does (it is awaited in formation_loop).
   bc.on_auth_failure = [&metrics = metrics_] { metrics.error("auth"); };

@@ -106,7 +106,7 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                                 {"op"})),
       data_operations(r.counter("ringsync_data_plane_operations_total",
                                 "Operations run over the data plane between nodes, by algorithm: ring (the "
-                                "pipelined ring) or halving-doubling (small and mid-size allreduces; --algorithm).",
+                                "pipelined ring), halving-doubling or direct (small and mid-size allreduces; --algorithm).",
                                 {"algorithm"})),
       fused_tensors(r.counter("ringsync_fused_tensors_total",
                               "Tensors that ran inside ring operations.")),

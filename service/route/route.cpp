@@ -10,26 +10,44 @@ std::uint64_t local_work_bytes(wire::CollectiveKind kind, std::uint64_t count, D
 }
 
 const char* algorithm_name(Algorithm algorithm) {
-  return algorithm == Algorithm::kHalvingDoubling ? "halving-doubling" : "ring";
+  switch (algorithm) {
+    case Algorithm::kHalvingDoubling:
+      return "halving-doubling";
+    case Algorithm::kDirect:
+      return "direct";
+    default:
+      return "ring";
+  }
 }
 
-Algorithm data_algorithm(std::uint64_t halving_doubling_bytes, wire::CollectiveKind kind, std::uint64_t bytes,
+Algorithm data_algorithm(const DataRoutes& routes, wire::CollectiveKind kind, std::uint64_t bytes,
                          std::uint32_t nodes) {
   if (kind != wire::CollectiveKind::kAllreduce || nodes < 2) return Algorithm::kRing;
-  return halving_doubling_bytes > 0 && bytes <= halving_doubling_bytes ? Algorithm::kHalvingDoubling : Algorithm::kRing;
+  if (routes.direct_bytes > 0 && bytes <= routes.direct_bytes) return Algorithm::kDirect;
+  if (routes.halving_doubling_bytes > 0 && bytes <= routes.halving_doubling_bytes) return Algorithm::kHalvingDoubling;
+  return Algorithm::kRing;
 }
 
-Result<std::uint64_t> halving_doubling_limit(std::string_view algorithm, std::uint64_t rhd_max_bytes) {
-  if (algorithm == "auto") return rhd_max_bytes;
-  if (algorithm == "ring") return std::uint64_t{0};
-  if (algorithm == "rhd") return kAlways;
-  return Status::InvalidArgument("algorithm must be auto, ring or rhd, got '" + std::string(algorithm) + "'");
+Result<DataRoutes> data_routes(std::string_view algorithm, std::uint64_t direct_max_bytes,
+                               std::uint64_t rhd_max_bytes) {
+  if (algorithm == "auto") return DataRoutes{direct_max_bytes, rhd_max_bytes};
+  if (algorithm == "ring") return DataRoutes{};
+  if (algorithm == "rhd") return DataRoutes{0, kAlways};
+  if (algorithm == "direct") return DataRoutes{kAlways, 0};
+  return Status::InvalidArgument("algorithm must be auto, ring, rhd or direct, got '" + std::string(algorithm) + "'");
 }
 
-std::string describe_limit(std::uint64_t halving_doubling_bytes) {
-  if (halving_doubling_bytes == 0) return "ring";
-  if (halving_doubling_bytes == kAlways) return "rhd";
-  return "auto (halving-doubling allreduces up to " + units::format_bytes(halving_doubling_bytes) + ", ring above)";
+std::string describe(const DataRoutes& routes) {
+  if (routes.direct_bytes == kAlways) return "direct";
+  if (routes.halving_doubling_bytes == kAlways && routes.direct_bytes == 0) return "rhd";
+  if (routes == DataRoutes{}) return "ring";
+  // Limits at or below the direct one never apply; kAlways only comes with --algorithm.
+  std::string out = "auto (allreduces by ";
+  if (routes.direct_bytes > 0) out += "direct up to " + units::format_bytes(routes.direct_bytes) + ", ";
+  if (routes.halving_doubling_bytes > routes.direct_bytes)
+    out += "halving-doubling up to " + units::format_bytes(routes.halving_doubling_bytes) + ", ";
+  out += "ring above";
+  return out + ")";
 }
 
 }  // namespace ringsync::service::route

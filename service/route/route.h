@@ -8,10 +8,12 @@
 //                    nodes exchange their local reductions directly, or node 0
 //                    answers with the plan (negotiation::direct_limit and
 //                    inline_limit divide --inline-bytes by the node count);
-//                    then data_algorithm(): recursive halving-doubling
-//                    (ring/halving_doubling.h) for allreduces up to the
-//                    halving-doubling limit, the pipelined ring above it and for
-//                    every other collective
+//                    then data_algorithm(): the direct reduce-scatter and
+//                    allgather (ring/direct_allreduce.h) for allreduces up to
+//                    the direct limit, recursive halving-doubling
+//                    (ring/halving_doubling.h) above it up to the
+//                    halving-doubling limit, the pipelined ring above both and
+//                    for every other collective
 //   the loop         collectives up to kBusyPollBytes keep it polling (threads/busy_poll.h)
 //
 // Every node of a job must route alike: the settings here travel in the
@@ -35,24 +37,35 @@ inline constexpr std::uint64_t kInlineWorkBytes = 64 * 1024;
 // Collectives up to this payload keep the daemon's loop polling for a while:
 // the ranks' next small request is due soon.
 inline constexpr std::uint64_t kBusyPollBytes = 64 * 1024;
-// --algorithm rhd: every allreduce between nodes by halving-doubling.
+// --algorithm direct / rhd: every allreduce between nodes by that algorithm.
 inline constexpr std::uint64_t kAlways = std::numeric_limits<std::uint64_t>::max();
 
 // The bytes a local collective moves through memory: every rank's result,
 // written once per rank (an allgather's result is already every rank's piece).
 std::uint64_t local_work_bytes(wire::CollectiveKind kind, std::uint64_t count, DType dtype, std::uint64_t ranks);
 
-enum class Algorithm { kRing, kHalvingDoubling };
+enum class Algorithm { kRing, kHalvingDoubling, kDirect };
 const char* algorithm_name(Algorithm algorithm);
 
-// Which algorithm moves an operation of `bytes` (its whole buffer) among
-// `nodes` nodes, under halving_doubling_bytes (0: never; kAlways: every allreduce).
-Algorithm data_algorithm(std::uint64_t halving_doubling_bytes, wire::CollectiveKind kind, std::uint64_t bytes,
+// Which allreduces between nodes take which algorithm: the direct one up to
+// direct_bytes, halving-doubling above it up to halving_doubling_bytes, the
+// ring above both (0: never; kAlways: every allreduce).
+struct DataRoutes {
+  std::uint64_t direct_bytes = 0;
+  std::uint64_t halving_doubling_bytes = 0;
+  bool operator==(const DataRoutes&) const = default;
+};
+
+// Which algorithm moves an operation of `bytes` (its whole buffer) among `nodes` nodes.
+Algorithm data_algorithm(const DataRoutes& routes, wire::CollectiveKind kind, std::uint64_t bytes,
                          std::uint32_t nodes);
 
-// The halving-doubling limit --algorithm (auto | ring | rhd) and --rhd-max-bytes give.
-Result<std::uint64_t> halving_doubling_limit(std::string_view algorithm, std::uint64_t rhd_max_bytes);
-// "auto (halving-doubling allreduces up to 1MiB, ring above)", "ring", "rhd": for messages.
-std::string describe_limit(std::uint64_t halving_doubling_bytes);
+// The routes --algorithm (auto | ring | rhd | direct), --direct-max-bytes and
+// --rhd-max-bytes give.
+Result<DataRoutes> data_routes(std::string_view algorithm, std::uint64_t direct_max_bytes,
+                               std::uint64_t rhd_max_bytes);
+// "auto (allreduces by direct up to 256KiB, halving-doubling up to 1MiB, ring above)",
+// "ring", "rhd", "direct": for messages.
+std::string describe(const DataRoutes& routes);
 
 }  // namespace ringsync::service::route

@@ -244,23 +244,34 @@ TEST_CASE("cluster: 2 nodes, only small allreduces (exchanged directly): their b
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
-TEST_CASE("cluster: 3 nodes x 2 ranks: every collective, allreduces by halving-doubling (--algorithm rhd)") {
-  // 3 nodes is not a power of two: node 1 folds into node 0 and gets the result back.
-  ClusterFixture cluster(cluster_options(3, 2, {"--algorithm", "rhd", "--inline-bytes", "0"}));
-  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "4000", "786433"}));
-  CHECK(all_running(cluster));
-  for (int node = 0; node < cluster.nodes(); ++node) {
-    const std::string metrics = cluster.metrics(node);
-    const std::string summary = node_metric_summary(cluster, {"ringsync_data_plane_operations_total"});
-    CHECK_MESSAGE(
-        metric_value(metrics, "ringsync_data_plane_operations_total{algorithm=\"halving-doubling\"}").value_or(0) > 0,
-        summary);
-    // Allgathers and broadcasts still take the ring.
-    CHECK_MESSAGE(metric_value(metrics, "ringsync_data_plane_operations_total{algorithm=\"ring\"}").value_or(0) > 0,
-                  summary);
+TEST_CASE("cluster: 3 nodes x 2 ranks: every collective, allreduces by halving-doubling or the direct algorithm") {
+  // 3 nodes is not a power of two: under rhd node 1 folds into node 0 and gets
+  // the result back; under direct each node reduces a third and sends it to both
+  // others. Every result is also compared across the nodes (--verify-results all).
+  struct Case {
+    const char* flag;
+    const char* label;  // of ringsync_data_plane_operations_total
+  };
+  for (const Case& c : {Case{"rhd", "halving-doubling"}, Case{"direct", "direct"}}) {
+    CAPTURE(c.flag);
+    ClusterFixture cluster(
+        cluster_options(3, 2, {"--algorithm", c.flag, "--inline-bytes", "0", "--verify-results", "all"}));
+    CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "4000", "786433"}));
+    CHECK(all_running(cluster));
+    for (int node = 0; node < cluster.nodes(); ++node) {
+      const std::string metrics = cluster.metrics(node);
+      const std::string summary = node_metric_summary(cluster, {"ringsync_data_plane_operations_total"});
+      CHECK_MESSAGE(metric_value(metrics, std::string("ringsync_data_plane_operations_total{algorithm=\"") + c.label +
+                                              "\"}")
+                            .value_or(0) > 0,
+                    summary);
+      // Allgathers and broadcasts still take the ring.
+      CHECK_MESSAGE(metric_value(metrics, "ringsync_data_plane_operations_total{algorithm=\"ring\"}").value_or(0) > 0,
+                    summary);
+    }
+    const std::string problems = cluster.stop_all();
+    CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
   }
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
 TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-bytes 0)") {

@@ -16,6 +16,7 @@ using ringsync::config::Config;
 using ringsync::service::daemon_config_from;
 using ringsync::service::daemon_tunables;
 using ringsync::service::DaemonConfig;
+namespace route = ringsync::service::route;
 using ringsync::service::default_socket_path;
 using Env = std::map<std::string, std::string>;
 
@@ -78,7 +79,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "max-job-buffer-bytes", "job-metrics-linger",
                                        "rendezvous-timeout", "rendezvous-lease", "elastic-timeout",
                                        "max-kept-state-bytes", "kept-state-linger", "link-rate", "serve-rendezvous",
-                                       "algorithm", "rhd-max-bytes", "verify-results"});
+                                       "algorithm", "direct-max-bytes", "rhd-max-bytes", "verify-results"});
 }
 
 TEST_CASE("default socket path: XDG_RUNTIME_DIR, else /run as root, else /tmp per user") {
@@ -166,11 +167,15 @@ TEST_CASE("--link-rate: unset by default, bits per second or a size per second, 
   CHECK(error_of({"--link-rate=0Gbit"}) == "link-rate: must be above 0 (--link-rate from flag)");
   auto ring = load({"--algorithm=ring"});
   REQUIRE(ring.ok());
-  CHECK(ring->cluster.halving_doubling_bytes == 0);
-  auto automatic = load({"--rhd-max-bytes=1MiB"});
+  CHECK(ring->cluster.data_routes == route::DataRoutes{});
+  auto automatic = load({"--rhd-max-bytes=2MiB", "--direct-max-bytes=256KiB"});
   REQUIRE(automatic.ok());
-  CHECK(automatic->cluster.halving_doubling_bytes == 1024 * 1024);
-  CHECK(error_of({"--algorithm=tree"}) == "algorithm must be auto, ring or rhd, got 'tree' (--algorithm from flag)");
+  CHECK(automatic->cluster.data_routes == route::DataRoutes{256 * 1024, 2 * 1024 * 1024});
+  auto direct = load({"--algorithm=direct"});
+  REQUIRE(direct.ok());
+  CHECK(direct->cluster.data_routes == route::DataRoutes{route::kAlways, 0});
+  CHECK(error_of({"--algorithm=tree"}) ==
+        "algorithm must be auto, ring, rhd or direct, got 'tree' (--algorithm from flag)");
   auto served = load({"--serve-rendezvous=10.0.0.1:2379"});
   REQUIRE(served.ok());
   CHECK(served->serve_rendezvous == "10.0.0.1:2379");

@@ -187,16 +187,17 @@ TEST_CASE("a node that would move allreduces by another algorithm than node 0's 
   // messages the other never sends.
   Cluster cluster(2);
   auto coordinator = cluster.config(0, 1500ms);
-  coordinator.halving_doubling_bytes = 256 * 1024;
+  coordinator.data_routes = {64 * 1024, 256 * 1024};
   cluster.start(coordinator);
   auto other = cluster.config(1);
-  other.halving_doubling_bytes = 0;
+  other.data_routes = {};
   cluster.start(other);
   REQUIRE(cluster.wait({0, 1}));
   REQUIRE_FALSE(cluster.results[1]->ok());
   CHECK_MESSAGE(cluster.results[1]->status().message().find(
-                    "node 1 runs --algorithm ring, node 0 auto (halving-doubling allreduces up to 256KiB, ring "
-                    "above); every node must use the same (--algorithm, --rhd-max-bytes)") != std::string::npos,
+                    "node 1 runs --algorithm ring, node 0 auto (allreduces by direct up to 64KiB, halving-doubling "
+                    "up to 256KiB, ring above); every node must use the same (--algorithm, --direct-max-bytes, "
+                    "--rhd-max-bytes)") != std::string::npos,
                 cluster.results[1]->status().message());
 }
 

@@ -7,32 +7,46 @@ using namespace ringsync;
 using namespace ringsync::service::route;
 using wire::CollectiveKind;
 
-TEST_CASE("route: allreduces between nodes go by halving-doubling up to the limit, the ring above") {
-  const std::uint64_t limit = 256 * 1024;
-  CHECK(data_algorithm(limit, CollectiveKind::kAllreduce, 8, 2) == Algorithm::kHalvingDoubling);
-  CHECK(data_algorithm(limit, CollectiveKind::kAllreduce, limit, 5) == Algorithm::kHalvingDoubling);
-  CHECK(data_algorithm(limit, CollectiveKind::kAllreduce, limit + 1, 5) == Algorithm::kRing);
+TEST_CASE("route: allreduces between nodes go direct, then by halving-doubling, then by the ring") {
+  const DataRoutes routes{64 * 1024, 1024 * 1024};
+  CHECK(data_algorithm(routes, CollectiveKind::kAllreduce, 8, 2) == Algorithm::kDirect);
+  CHECK(data_algorithm(routes, CollectiveKind::kAllreduce, 64 * 1024, 5) == Algorithm::kDirect);
+  CHECK(data_algorithm(routes, CollectiveKind::kAllreduce, 64 * 1024 + 1, 5) == Algorithm::kHalvingDoubling);
+  CHECK(data_algorithm(routes, CollectiveKind::kAllreduce, 1024 * 1024, 3) == Algorithm::kHalvingDoubling);
+  CHECK(data_algorithm(routes, CollectiveKind::kAllreduce, 1024 * 1024 + 1, 3) == Algorithm::kRing);
   // One node has no data plane; other collectives take the ring.
-  CHECK(data_algorithm(limit, CollectiveKind::kAllreduce, 8, 1) == Algorithm::kRing);
+  CHECK(data_algorithm(routes, CollectiveKind::kAllreduce, 8, 1) == Algorithm::kRing);
   for (auto kind : {CollectiveKind::kAllgather, CollectiveKind::kBroadcast, CollectiveKind::kBarrier})
-    CHECK(data_algorithm(limit, kind, 8, 4) == Algorithm::kRing);
-  // --algorithm ring / rhd.
-  CHECK(data_algorithm(0, CollectiveKind::kAllreduce, 0, 3) == Algorithm::kRing);
-  CHECK(data_algorithm(kAlways, CollectiveKind::kAllreduce, std::uint64_t{1} << 40, 3) ==
+    CHECK(data_algorithm(routes, kind, 8, 4) == Algorithm::kRing);
+  // Without the direct limit, halving-doubling starts at the smallest.
+  CHECK(data_algorithm(DataRoutes{0, 1024}, CollectiveKind::kAllreduce, 8, 4) == Algorithm::kHalvingDoubling);
+  // --algorithm ring / rhd / direct.
+  CHECK(data_algorithm(DataRoutes{}, CollectiveKind::kAllreduce, 0, 3) == Algorithm::kRing);
+  CHECK(data_algorithm(DataRoutes{0, kAlways}, CollectiveKind::kAllreduce, std::uint64_t{1} << 40, 3) ==
         Algorithm::kHalvingDoubling);
+  CHECK(data_algorithm(DataRoutes{kAlways, 0}, CollectiveKind::kAllreduce, std::uint64_t{1} << 40, 11) ==
+        Algorithm::kDirect);
   CHECK(std::string(algorithm_name(Algorithm::kHalvingDoubling)) == "halving-doubling");
+  CHECK(std::string(algorithm_name(Algorithm::kDirect)) == "direct");
+  CHECK(std::string(algorithm_name(Algorithm::kRing)) == "ring");
 }
 
-TEST_CASE("route: --algorithm and --rhd-max-bytes give the limit, and a clear error otherwise") {
-  CHECK(*halving_doubling_limit("auto", 1000) == 1000);
-  CHECK(*halving_doubling_limit("ring", 1000) == 0);
-  CHECK(*halving_doubling_limit("rhd", 1000) == kAlways);
-  auto bad = halving_doubling_limit("fastest", 1000);
+TEST_CASE("route: --algorithm, --direct-max-bytes and --rhd-max-bytes give the routes, and a clear error otherwise") {
+  CHECK(*data_routes("auto", 100, 1000) == DataRoutes{100, 1000});
+  CHECK(*data_routes("ring", 100, 1000) == DataRoutes{});
+  CHECK(*data_routes("rhd", 100, 1000) == DataRoutes{0, kAlways});
+  CHECK(*data_routes("direct", 100, 1000) == DataRoutes{kAlways, 0});
+  auto bad = data_routes("fastest", 100, 1000);
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message() == "algorithm must be auto, ring or rhd, got 'fastest'");
-  CHECK(describe_limit(0) == "ring");
-  CHECK(describe_limit(kAlways) == "rhd");
-  CHECK(describe_limit(256 * 1024) == "auto (halving-doubling allreduces up to 256KiB, ring above)");
+  CHECK(bad.status().message() == "algorithm must be auto, ring, rhd or direct, got 'fastest'");
+  CHECK(describe(DataRoutes{}) == "ring");
+  CHECK(describe(DataRoutes{0, kAlways}) == "rhd");
+  CHECK(describe(DataRoutes{kAlways, 0}) == "direct");
+  CHECK(describe(DataRoutes{0, 256 * 1024}) == "auto (allreduces by halving-doubling up to 256KiB, ring above)");
+  CHECK(describe(DataRoutes{256 * 1024, 1024 * 1024}) ==
+        "auto (allreduces by direct up to 256KiB, halving-doubling up to 1MiB, ring above)");
+  // A halving-doubling limit under the direct one never applies.
+  CHECK(describe(DataRoutes{2 * 1024 * 1024, 1024 * 1024}) == "auto (allreduces by direct up to 2MiB, ring above)");
 }
 
 TEST_CASE("route: a local collective's memory work counts every rank's result once per rank") {
