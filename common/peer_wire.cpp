@@ -51,7 +51,7 @@ struct Encoder {
     return {fb::PeerBody::PeerHello,
             fb::CreatePeerHello(b, m.protocol_version, job, m.node_rank, m.num_nodes, m.slots, address, m.epoch,
                                 m.ring_chunk_bytes, m.response_cache, m.inline_bytes, m.halving_doubling_bytes,
-                                nonce, m.verify_results, m.direct_bytes)
+                                nonce, m.verify_results, m.direct_bytes, m.halving_doubling_folds)
                 .Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const AuthChallenge& m) {
@@ -236,7 +236,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
                                m->num_nodes(), m->slots(), bytes(m->nonce()),
                                bytes(m->ucx_address()), m->epoch(), m->ring_chunk_bytes(),
                                m->response_cache(), m->inline_bytes(), m->halving_doubling_bytes(),
-                               m->verify_results(), m->direct_bytes()});
+                               m->verify_results(), m->direct_bytes(), m->halving_doubling_folds()});
     }
     case fb::PeerBody::PeerHelloReply: {
       const auto* m = frame->body_as_PeerHelloReply();

@@ -33,6 +33,7 @@ struct PeerHello {
   std::uint64_t halving_doubling_bytes = 0;  // --algorithm, --rhd-max-bytes; must match on every node
   std::uint8_t verify_results = 0;  // --verify-results (0 off, 1 sample, 2 all); must match on every node
   std::uint64_t direct_bytes = 0;   // --algorithm, --direct-max-bytes; must match on every node
+  bool halving_doubling_folds = true;  // --algorithm; must match on every node (service/route/route.h)
 };
 
 struct PeerHelloReply {

@@ -280,14 +280,16 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "ring. The same on every node.", "0", units::format_bytes(kMaxInlineBytes)},
       {"algorithm", Kind::kString, "auto", "",
        "How allreduces move between nodes: auto (the direct reduce-scatter and allgather up to "
-       "--direct-max-bytes, recursive halving-doubling up to --rhd-max-bytes, the pipelined ring above), "
-       "ring, rhd (halving-doubling at every size) or direct (at every size). The same on every node."},
+       "--direct-max-bytes; up to --rhd-max-bytes recursive halving-doubling where the node count is a "
+       "power of two, the direct algorithm elsewhere; the pipelined ring above), ring, rhd "
+       "(halving-doubling at every size and node count) or direct (at every size). The same on every node."},
       {"direct-max-bytes", Kind::kBytes, "0", "bytes",
        "With --algorithm auto: the largest allreduce (after fusion) that goes by the direct algorithm "
        "(2 steps at any node count, each node to every other at once); 0: none."},
       {"rhd-max-bytes", Kind::kBytes, "1MiB", "bytes",
        "With --algorithm auto: the largest allreduce (after fusion) that goes by halving-doubling "
-       "(fewer steps: 2 log2 N instead of 2(N-1)); larger ones take the ring."},
+       "(fewer steps: 2 log2 N instead of 2(N-1)), or by the direct algorithm where the node count is not "
+       "a power of two; larger ones take the ring."},
       {"response-cache", Kind::kInt, "1024", "tensors",
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it.", "0", "1048576"},
       {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons.",

@@ -78,7 +78,8 @@ std::string settings_refusal(const BootstrapConfig& c, const peer_wire::PeerHell
   if (h.inline_bytes != c.inline_bytes)
     return who + " runs --inline-bytes " + std::to_string(h.inline_bytes) + ", node 0 " +
            std::to_string(c.inline_bytes) + "; every node must use the same";
-  if (const route::DataRoutes theirs{h.direct_bytes, h.halving_doubling_bytes}; !(theirs == c.data_routes))
+  if (const route::DataRoutes theirs{h.direct_bytes, h.halving_doubling_bytes, h.halving_doubling_folds};
+      !(theirs == c.data_routes))
     return who + " runs --algorithm " + route::describe(theirs) + ", node 0 " + route::describe(c.data_routes) +
            "; every node must use the same (--algorithm, --direct-max-bytes, --rhd-max-bytes)";
   if (h.verify_results != static_cast<std::uint8_t>(c.verify_results)) {
@@ -326,7 +327,8 @@ asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<S
       peer_wire::PeerHello hello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
                                  static_cast<std::uint32_t>(c.nodes.size()), c.slots, {}, c.ucx_address, 0,
                                  c.ring_chunk_bytes, c.response_cache, c.inline_bytes, c.data_routes.halving_doubling_bytes,
-                                 static_cast<std::uint8_t>(c.verify_results), c.data_routes.direct_bytes};
+                                 static_cast<std::uint8_t>(c.verify_results), c.data_routes.direct_bytes,
+                                 c.data_routes.fold};
       if (!c.token.empty()) {
         hello.nonce = auth_nonce();
         if (hello.nonce.empty()) co_return Status::Internal("no random bytes for the key challenge (OpenSSL RAND_bytes)");

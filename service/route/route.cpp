@@ -24,13 +24,16 @@ Algorithm data_algorithm(const DataRoutes& routes, wire::CollectiveKind kind, st
                          std::uint32_t nodes) {
   if (kind != wire::CollectiveKind::kAllreduce || nodes < 2) return Algorithm::kRing;
   if (routes.direct_bytes > 0 && bytes <= routes.direct_bytes) return Algorithm::kDirect;
-  if (routes.halving_doubling_bytes > 0 && bytes <= routes.halving_doubling_bytes) return Algorithm::kHalvingDoubling;
+  if (routes.halving_doubling_bytes > 0 && bytes <= routes.halving_doubling_bytes) {
+    const bool power_of_two = (nodes & (nodes - 1)) == 0;
+    return power_of_two || routes.fold ? Algorithm::kHalvingDoubling : Algorithm::kDirect;
+  }
   return Algorithm::kRing;
 }
 
 Result<DataRoutes> data_routes(std::string_view algorithm, std::uint64_t direct_max_bytes,
                                std::uint64_t rhd_max_bytes) {
-  if (algorithm == "auto") return DataRoutes{direct_max_bytes, rhd_max_bytes};
+  if (algorithm == "auto") return DataRoutes{direct_max_bytes, rhd_max_bytes, /*fold=*/false};
   if (algorithm == "ring") return DataRoutes{};
   if (algorithm == "rhd") return DataRoutes{0, kAlways};
   if (algorithm == "direct") return DataRoutes{kAlways, 0};
@@ -45,7 +48,8 @@ std::string describe(const DataRoutes& routes) {
   std::string out = "auto (allreduces by ";
   if (routes.direct_bytes > 0) out += "direct up to " + units::format_bytes(routes.direct_bytes) + ", ";
   if (routes.halving_doubling_bytes > routes.direct_bytes)
-    out += "halving-doubling up to " + units::format_bytes(routes.halving_doubling_bytes) + ", ";
+    out += "halving-doubling up to " + units::format_bytes(routes.halving_doubling_bytes) +
+           (routes.fold ? ", " : " (direct where the node count is not a power of two), ");
   out += "ring above";
   return out + ")";
 }

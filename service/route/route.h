@@ -12,8 +12,9 @@
 //                    allgather (ring/direct_allreduce.h) for allreduces up to
 //                    the direct limit, recursive halving-doubling
 //                    (ring/halving_doubling.h) above it up to the
-//                    halving-doubling limit, the pipelined ring above both and
-//                    for every other collective
+//                    halving-doubling limit (auto: the direct algorithm there
+//                    too where the node count is not a power of two), the
+//                    pipelined ring above both and for every other collective
 //   the loop         collectives up to kBusyPollBytes keep it polling (threads/busy_poll.h)
 //
 // Every node of a job must route alike: the settings here travel in the
@@ -53,6 +54,11 @@ const char* algorithm_name(Algorithm algorithm);
 struct DataRoutes {
   std::uint64_t direct_bytes = 0;
   std::uint64_t halving_doubling_bytes = 0;
+  // Halving-doubling also where the node count is not a power of two, where it
+  // folds (two whole buffers more over the folding pairs' links: twice the
+  // ring's time on a 1 Gbit/s link at 3 nodes). False (--algorithm auto): the
+  // direct algorithm takes those allreduces instead.
+  bool fold = true;
   bool operator==(const DataRoutes&) const = default;
 };
 

@@ -30,9 +30,10 @@ std::vector<std::uint8_t> finished(flatbuffers::FlatBufferBuilder& b) {
 
 TEST_CASE("peer messages survive encode and decode") {
   PeerHello hello{kProtocolVersion, "job", 2, 4, 8, {5, 6, 7}, {1, 2, 3, 250}, 7, 1 << 20, 64, 32768, 262144, 2,
-                  65536};
+                  65536, false};
   auto h = std::get<PeerHello>(round_trip(hello));
   CHECK(h.direct_bytes == 65536);
+  CHECK_FALSE(h.halving_doubling_folds);
   CHECK(h.verify_results == 2);
   CHECK(h.ring_chunk_bytes == 1 << 20);
   CHECK(h.response_cache == 64);

@@ -247,12 +247,13 @@ TEST_CASE("cluster: 2 nodes, only small allreduces (exchanged directly): their b
 TEST_CASE("cluster: 3 nodes x 2 ranks: every collective, allreduces by halving-doubling or the direct algorithm") {
   // 3 nodes is not a power of two: under rhd node 1 folds into node 0 and gets
   // the result back; under direct each node reduces a third and sends it to both
-  // others. Every result is also compared across the nodes (--verify-results all).
+  // others; auto takes the direct algorithm up to --rhd-max-bytes rather than
+  // fold. Every result is also compared across the nodes (--verify-results all).
   struct Case {
     const char* flag;
     const char* label;  // of ringsync_data_plane_operations_total
   };
-  for (const Case& c : {Case{"rhd", "halving-doubling"}, Case{"direct", "direct"}}) {
+  for (const Case& c : {Case{"rhd", "halving-doubling"}, Case{"direct", "direct"}, Case{"auto", "direct"}}) {
     CAPTURE(c.flag);
     ClusterFixture cluster(
         cluster_options(3, 2, {"--algorithm", c.flag, "--inline-bytes", "0", "--verify-results", "all"}));

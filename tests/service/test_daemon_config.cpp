@@ -170,7 +170,7 @@ TEST_CASE("--link-rate: unset by default, bits per second or a size per second, 
   CHECK(ring->cluster.data_routes == route::DataRoutes{});
   auto automatic = load({"--rhd-max-bytes=2MiB", "--direct-max-bytes=256KiB"});
   REQUIRE(automatic.ok());
-  CHECK(automatic->cluster.data_routes == route::DataRoutes{256 * 1024, 2 * 1024 * 1024});
+  CHECK(automatic->cluster.data_routes == route::DataRoutes{256 * 1024, 2 * 1024 * 1024, /*fold=*/false});
   auto direct = load({"--algorithm=direct"});
   REQUIRE(direct.ok());
   CHECK(direct->cluster.data_routes == route::DataRoutes{route::kAlways, 0});

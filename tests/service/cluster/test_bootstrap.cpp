@@ -187,7 +187,7 @@ TEST_CASE("a node that would move allreduces by another algorithm than node 0's 
   // messages the other never sends.
   Cluster cluster(2);
   auto coordinator = cluster.config(0, 1500ms);
-  coordinator.data_routes = {64 * 1024, 256 * 1024};
+  coordinator.data_routes = {64 * 1024, 256 * 1024, /*fold=*/false};
   cluster.start(coordinator);
   auto other = cluster.config(1);
   other.data_routes = {};
@@ -196,8 +196,8 @@ TEST_CASE("a node that would move allreduces by another algorithm than node 0's 
   REQUIRE_FALSE(cluster.results[1]->ok());
   CHECK_MESSAGE(cluster.results[1]->status().message().find(
                     "node 1 runs --algorithm ring, node 0 auto (allreduces by direct up to 64KiB, halving-doubling "
-                    "up to 256KiB, ring above); every node must use the same (--algorithm, --direct-max-bytes, "
-                    "--rhd-max-bytes)") != std::string::npos,
+                    "up to 256KiB (direct where the node count is not a power of two), ring above); every node must "
+                    "use the same (--algorithm, --direct-max-bytes, --rhd-max-bytes)") != std::string::npos,
                 cluster.results[1]->status().message());
 }
 

@@ -20,6 +20,18 @@ TEST_CASE("route: allreduces between nodes go direct, then by halving-doubling, 
     CHECK(data_algorithm(routes, kind, 8, 4) == Algorithm::kRing);
   // Without the direct limit, halving-doubling starts at the smallest.
   CHECK(data_algorithm(DataRoutes{0, 1024}, CollectiveKind::kAllreduce, 8, 4) == Algorithm::kHalvingDoubling);
+  // auto: halving-doubling needs a power of two; elsewhere the direct
+  // algorithm takes its sizes (halving-doubling would fold).
+  const DataRoutes automatic{0, 1024 * 1024, /*fold=*/false};
+  for (std::uint32_t nodes : {2u, 4u, 8u, 16u})
+    CHECK(data_algorithm(automatic, CollectiveKind::kAllreduce, 4096, nodes) == Algorithm::kHalvingDoubling);
+  for (std::uint32_t nodes : {3u, 5u, 6u, 7u, 11u}) {
+    CHECK(data_algorithm(automatic, CollectiveKind::kAllreduce, 4096, nodes) == Algorithm::kDirect);
+    CHECK(data_algorithm(automatic, CollectiveKind::kAllreduce, 2 * 1024 * 1024, nodes) == Algorithm::kRing);
+    // --algorithm rhd folds.
+    CHECK(data_algorithm(DataRoutes{0, kAlways}, CollectiveKind::kAllreduce, 4096, nodes) ==
+          Algorithm::kHalvingDoubling);
+  }
   // --algorithm ring / rhd / direct.
   CHECK(data_algorithm(DataRoutes{}, CollectiveKind::kAllreduce, 0, 3) == Algorithm::kRing);
   CHECK(data_algorithm(DataRoutes{0, kAlways}, CollectiveKind::kAllreduce, std::uint64_t{1} << 40, 3) ==
@@ -32,7 +44,7 @@ TEST_CASE("route: allreduces between nodes go direct, then by halving-doubling, 
 }
 
 TEST_CASE("route: --algorithm, --direct-max-bytes and --rhd-max-bytes give the routes, and a clear error otherwise") {
-  CHECK(*data_routes("auto", 100, 1000) == DataRoutes{100, 1000});
+  CHECK(*data_routes("auto", 100, 1000) == DataRoutes{100, 1000, /*fold=*/false});
   CHECK(*data_routes("ring", 100, 1000) == DataRoutes{});
   CHECK(*data_routes("rhd", 100, 1000) == DataRoutes{0, kAlways});
   CHECK(*data_routes("direct", 100, 1000) == DataRoutes{kAlways, 0});
@@ -45,6 +57,9 @@ TEST_CASE("route: --algorithm, --direct-max-bytes and --rhd-max-bytes give the r
   CHECK(describe(DataRoutes{0, 256 * 1024}) == "auto (allreduces by halving-doubling up to 256KiB, ring above)");
   CHECK(describe(DataRoutes{256 * 1024, 1024 * 1024}) ==
         "auto (allreduces by direct up to 256KiB, halving-doubling up to 1MiB, ring above)");
+  CHECK(describe(*data_routes("auto", 0, 1024 * 1024)) ==
+        "auto (allreduces by halving-doubling up to 1MiB (direct where the node count is not a power of two), ring "
+        "above)");
   // A halving-doubling limit under the direct one never applies.
   CHECK(describe(DataRoutes{2 * 1024 * 1024, 1024 * 1024}) == "auto (allreduces by direct up to 2MiB, ring above)");
 }
