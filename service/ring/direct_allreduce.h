@@ -15,9 +15,9 @@
 //    Afterwards node r holds block r fully reduced.
 // 2. Allgather: in round j, node r sends its reduced block r to node r+j and
 //    receives block r-j from node r-j, straight into place. A node sends only
-//    after its block is complete; the block it receives lands where its step-1
-//    send to that node read from, and that node sends only after that data
-//    has reached it.
+//    after its block is complete; the block it receives lands where its
+//    reduce-scatter send to that node read from, and that node sends only
+//    after that data has reached it.
 //
 // Rounds go around the ring (node r+j receives from node r in round j), so
 // every node posts its sends and receives in the same global order: with
