@@ -2,8 +2,8 @@
 
 #include <cstdint>
 
-#include "common/reduce.h"
 #include "service/ring/arguments.h"
+#include "service/ring/contribution.h"
 #include "service/ring/partition.h"
 
 namespace ringsync::service::ring {
@@ -29,9 +29,7 @@ Status DirectAllreduce::plan() {
   const std::size_t elem = dtype_size(dtype_);
   const Partition blocks(count_, n, chunk_elements(options_.chunk_bytes, dtype_));
   if (n == 1) {
-    // The buffer is already the whole reduction; avg still divides.
-    if (op_ == ReduceOp::kAvg) reduce::divide(data_, count_, dtype_, divisor_);
-    if (gate() != nullptr && count_ > 0) gate()->finished(data_, count_ * elem);
+    finish_alone(data_, count_, dtype_, op_, divisor_, gate());
     return Status::Ok();
   }
 
@@ -79,11 +77,8 @@ Status DirectAllreduce::plan() {
 
 void DirectAllreduce::land(std::size_t index, const Recv& recv, const std::byte* scratch) {
   if (scratch == nullptr) return;  // arrived in place: a final result
-  const std::size_t count = recv.bytes / dtype_size(dtype_);
-  const void* srcs[2] = {recv.place, scratch};
-  reduce::reduce(recv.place, srcs, 2, count, dtype_, op_ == ReduceOp::kAvg ? ReduceOp::kSum : op_);
-  if (op_ == ReduceOp::kAvg && index >= last_contribution_ && index < reduce_scatter_end_)
-    reduce::divide(recv.place, count, dtype_, divisor_);
+  fold_contribution(recv.place, scratch, recv.bytes, dtype_, op_, divisor_,
+                    index >= last_contribution_ && index < reduce_scatter_end_);
 }
 
 }  // namespace ringsync::service::ring

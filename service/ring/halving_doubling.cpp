@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "common/reduce.h"
 #include "service/ring/arguments.h"
+#include "service/ring/contribution.h"
 #include "service/ring/partition.h"
 
 namespace ringsync::service::ring {
@@ -96,9 +96,7 @@ Status HalvingDoublingAllreduce::plan() {
   const std::size_t unfold_step = tag_steps(n) - 1;
 
   if (n == 1) {
-    // The buffer is already the whole reduction; avg still divides.
-    if (op_ == ReduceOp::kAvg) reduce::divide(data_, count_, dtype_, divisor_);
-    if (gate() != nullptr && count_ > 0) gate()->finished(data_, count_ * dtype_size(dtype_));
+    finish_alone(data_, count_, dtype_, op_, divisor_, gate());
     return Status::Ok();
   }
 
@@ -161,12 +159,8 @@ Status HalvingDoublingAllreduce::plan() {
 
 void HalvingDoublingAllreduce::land(std::size_t index, const Recv& recv, const std::byte* scratch) {
   if (scratch == nullptr) return;  // arrived in place: a final result
-  const std::size_t count = recv.bytes / dtype_size(dtype_);
-  const void* srcs[2] = {recv.place, scratch};
-  reduce::reduce(recv.place, srcs, 2, count, dtype_, op_ == ReduceOp::kAvg ? ReduceOp::kSum : op_);
-  if (op_ == ReduceOp::kAvg && index >= owned_first_recv_ && index < owned_end_recv_) {
-    reduce::divide(recv.place, count, dtype_, divisor_);
-  }
+  fold_contribution(recv.place, scratch, recv.bytes, dtype_, op_, divisor_,
+                    index >= owned_first_recv_ && index < owned_end_recv_);
 }
 
 }  // namespace ringsync::service::ring

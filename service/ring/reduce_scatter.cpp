@@ -5,6 +5,7 @@
 
 #include "common/reduce.h"
 #include "service/ring/arguments.h"
+#include "service/ring/contribution.h"
 #include "service/ring/ring_pass.h"
 
 namespace ringsync::service::ring {
@@ -59,12 +60,7 @@ Status ReduceScatter::plan() {
 }
 
 void ReduceScatter::land(std::size_t index, const Recv& recv, const std::byte* scratch) {
-  const std::size_t count = recv.bytes / dtype_size(dtype_);
-  const void* srcs[2] = {recv.place, scratch};
-  reduce::reduce(recv.place, srcs, 2, count, dtype_, op_ == ReduceOp::kAvg ? ReduceOp::kSum : op_);
-  if (op_ == ReduceOp::kAvg && index >= last_step_first_recv_) {
-    reduce::divide(recv.place, count, dtype_, divisor_);
-  }
+  fold_contribution(recv.place, scratch, recv.bytes, dtype_, op_, divisor_, index >= last_step_first_recv_);
 }
 
 }  // namespace ringsync::service::ring

@@ -1,6 +1,5 @@
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include "service/ring/direct_allreduce.h"
 #include "service/ring/halving_doubling.h"
 #include "service/ring/partition.h"
+#include "service/test_allreduce_cases.h"
 #include "service/test_allreduce_runner.h"
 #include "service/test_ring_data.h"
 #include "service/test_ring_harness.h"
@@ -224,102 +224,11 @@ TEST_CASE("direct allreduce: in flight with a ring and a halving-doubling allred
 }
 
 TEST_CASE("direct allreduce: with a stage gate every byte is reported final once") {
-  struct CountingGate : StageGate {
-    const std::byte* base = nullptr;
-    std::vector<int> finished_times;
-    bool filled(const std::byte*, std::size_t) override { return true; }
-    void finished(const std::byte* at, std::size_t bytes) override {
-      for (std::size_t b = 0; b < bytes; ++b) ++finished_times[static_cast<std::size_t>(at - base) + b];
-    }
-  };
-  constexpr std::size_t kCount = 103;
-  for (int n : kNodeCounts) {
-    CAPTURE(n);
-    InProcessFabric fabric(n);
-    std::vector<Bytes> inputs;
-    for (int r = 0; r < n; ++r) inputs.push_back(ring_input(DType::kF32, ReduceOp::kAvg, kCount, r));
-    std::vector<Bytes> buffers = inputs;
-    std::vector<std::vector<int>> finished(static_cast<std::size_t>(n));
-    std::vector<TaskState> states(static_cast<std::size_t>(n));
-    spawn(n, [&](int r) {
-      const auto i = static_cast<std::size_t>(r);
-      CountingGate gate;
-      gate.base = buffers[i].data();
-      gate.finished_times.assign(buffers[i].size(), 0);
-      RingOptions options;
-      options.chunk_bytes = 16;
-      options.gate = &gate;
-      DirectAllreduce task(fabric.endpoint(r), buffers[i].data(), kCount, DType::kF32, ReduceOp::kAvg,
-                           static_cast<std::size_t>(n), options);
-      states[i] = task.post().ok() ? drive_one(fabric.endpoint(r), task) : TaskState::kError;
-      finished[i] = gate.finished_times;
-    });
-    const Bytes expected = reference(inputs, kCount, DType::kF32, ReduceOp::kAvg);
-    for (std::size_t r = 0; r < static_cast<std::size_t>(n); ++r) {
-      CAPTURE(r);
-      CHECK(states[r] == TaskState::kDone);
-      CHECK(buffers[r] == expected);
-      CHECK(finished[r] == std::vector<int>(kCount * sizeof(float), 1));
-    }
-  }
+  check_gate_hears_every_byte_once<DirectAllreduce>({1, 2, 3, 4, 5, 7, 8, 11});
 }
 
 TEST_CASE("direct allreduce: a node killed mid-way fails every other node, no hang") {
-  for (int n : {2, 3, 4, 5, 8, 11}) {
-    for (int victim : {0, 1, n - 1}) {
-      if (victim == 1 && n == 2) continue;  // the same as n - 1
-      CAPTURE(n);
-      CAPTURE(victim);
-      constexpr std::size_t kCount = 20011;
-      InProcessFabric fabric(n);
-      std::vector<Bytes> buffers;
-      for (int r = 0; r < n; ++r) buffers.push_back(ring_input(DType::kF32, ReduceOp::kSum, kCount, r));
-      std::vector<TaskState> states(static_cast<std::size_t>(n), TaskState::kInProgress);
-      std::vector<Status> statuses(static_cast<std::size_t>(n));
-      std::atomic<bool> broken{false};
-      spawn(n, [&](int r) {
-        const auto i = static_cast<std::size_t>(r);
-        Transport& endpoint = fabric.endpoint(r);
-        RingOptions options;
-        options.chunk_bytes = 64;  // dozens of chunks per block
-        options.window = 1;
-        DirectAllreduce task(endpoint, buffers[i].data(), kCount, DType::kF32, ReduceOp::kSum,
-                             static_cast<std::size_t>(n), options);
-        if (!task.post().ok()) return;
-        if (r == victim) {
-          for (int round = 0; round < 5; ++round) {
-            endpoint.progress();
-            task.progress();
-          }
-          fabric.kill(r);
-          states[i] = drive_one(endpoint, task);
-          statuses[i] = task.status();
-          return;
-        }
-        states[i] = drive_one(endpoint, task, &broken);
-        statuses[i] = task.status();
-        broken = true;
-      });
-      int noticed_by_transport = 0;
-      for (int r = 0; r < n; ++r) {
-        CAPTURE(r);
-        const auto i = static_cast<std::size_t>(r);
-        CHECK(states[i] == TaskState::kError);
-        if (r == victim) {
-          CHECK(statuses[i].code() == StatusCode::kClosed);
-          continue;
-        }
-        CHECK(statuses[i].code() == StatusCode::kPeerLost);
-        CHECK(contains(statuses[i].message(), "ring direct allreduce"));
-        if (contains(statuses[i].message(), "node " + std::to_string(victim) + " is lost")) {
-          ++noticed_by_transport;
-        } else {
-          CHECK(contains(statuses[i].message(), "aborted: the ring lost a node"));
-        }
-      }
-      CHECK(noticed_by_transport >= 1);
-    }
-  }
+  check_node_killed_midway<DirectAllreduce>("ring direct allreduce");
 }
 
 TEST_CASE("direct allreduce: bad arguments are refused by post() with what to pass") {
