@@ -22,6 +22,14 @@ Result<std::string> key_of(const json& body, const char* field = "key") {
   return unbase64(body[field].get<std::string>());
 }
 
+// body[field] (body is an object), or `fallback` when it is absent; a field of
+// another type is an error (json::value() would throw).
+Result<std::string> text_or(const json& body, const char* field, const char* fallback) {
+  if (!body.contains(field)) return std::string(fallback);
+  if (!body[field].is_string()) return Status::InvalidArgument(std::string("the request's '") + field + "' is not a string");
+  return body[field].get<std::string>();
+}
+
 }  // namespace
 
 void ServedStore::drop_lease(std::int64_t id) {
@@ -116,7 +124,9 @@ Result<json> ServedStore::range(const json& body) const {
 Result<json> ServedStore::put(const json& body) {
   auto key = key_of(body);
   if (!key.ok()) return key.status();
-  auto value = unbase64(body.value("value", ""));
+  auto text = text_or(body, "value", "");
+  if (!text.ok()) return text.status();
+  auto value = unbase64(*text);
   if (!value.ok()) return value.status();
   if (value->size() > kMaxValueBytes) return Status::InvalidArgument("a value larger than 1 MiB");
   const std::int64_t lease = json_integer(body, "lease");
@@ -143,9 +153,12 @@ Result<json> ServedStore::txn(const json& body) {
     const json& c = compares[0];
     auto key = key_of(c);
     if (!key.ok()) return key.status();
-    if (c.value("result", "EQUAL") != "EQUAL" || c.contains("range_end"))
-      return unsupported("a compare other than EQUAL on one key");
-    const std::string target = c.value("target", "VERSION");
+    auto result = text_or(c, "result", "EQUAL");
+    if (!result.ok()) return result.status();
+    if (*result != "EQUAL" || c.contains("range_end")) return unsupported("a compare other than EQUAL on one key");
+    auto target_text = text_or(c, "target", "VERSION");
+    if (!target_text.ok()) return target_text.status();
+    const std::string& target = *target_text;
     const auto it = entries_.find(*key);
     std::int64_t actual = 0, wanted = 0;
     if (target == "CREATE") {

@@ -133,6 +133,16 @@ TEST_CASE("served store: what it does not serve is refused with a message that s
   json greater = create_txn("a", "b");
   greater["compare"][0]["result"] = "GREATER";
   refused("/v3/kv/txn", greater, "EQUAL");
+  // Fields of the wrong type are refused, not thrown (found by fuzz_served_store).
+  json object_result = create_txn("a", "b");
+  object_result["compare"][0]["result"] = {{"key", base64("a")}};
+  refused("/v3/kv/txn", object_result, "'result' is not a string");
+  json number_target = create_txn("a", "b");
+  number_target["compare"][0]["target"] = 3;
+  refused("/v3/kv/txn", number_target, "'target' is not a string");
+  json number_value = create_txn("a", "b");
+  number_value["success"][0]["request_put"]["value"] = 1;
+  refused("/v3/kv/txn", number_value, "'value' is not a string");
   CHECK(store.keys() == 0);  // nothing was written by a refused request
 }
 
