@@ -2,8 +2,10 @@
 #include "service/cluster/executor.h"
 
 #include <boost/asio/post.hpp>
+#include <utility>
 
 #include "common/log.h"
+#include "service/cluster/gather_gate.h"
 #include "service/cluster/node_operation.h"
 #include "service/cluster/operation_schedule.h"
 #include "service/cluster/staged_allreduce.h"
@@ -81,6 +83,22 @@ class TimedAllreduce final : public ring::Task {
   Clock::time_point start_;
   Clock::time_point gather_start_;
   bool switched_ = false;
+};
+
+// A data task that keeps its gate alive as long as itself (the task holds a
+// plain pointer to it).
+class GatedTask final : public ring::Task {
+ public:
+  GatedTask(std::unique_ptr<ring::Task> inner, std::shared_ptr<GatherGate> gate)
+      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+  Status post() override { return inner_->post(); }
+  ring::TaskState progress() override { return inner_->progress(); }
+  void abort(const Status& why) override { inner_->abort(why); }
+  const Status& status() const override { return inner_->status(); }
+
+ private:
+  std::unique_ptr<ring::Task> inner_;  // destroyed first: it may read the gate to the end
+  std::shared_ptr<GatherGate> gate_;
 };
 
 }  // namespace
@@ -176,8 +194,7 @@ void Executor::begin(std::shared_ptr<Running> running) {
         .then([this, running](Done done) { stage_out(running, std::move(done)); });  // to the other local GPUs
   } else {
     schedule->then([this, running](Done done) { fill_staged(running, std::move(done)); })  // GPU inputs to host
-        .then([this, running](Done done) { gather(running, std::move(done)); })  // local ranks into the ring buffer
-        .then([this, running](Done done) { run_ring(running, std::move(done)); })  // between the nodes
+        .then([this, running](Done done) { gather_and_ring(running, std::move(done)); })  // local ranks in, between the nodes
         .then([this, running](Done done) { scatter(running, std::move(done)); })  // the result to every local rank
         .then([this, running](Done done) { stage_out(running, std::move(done)); });  // GPU results to the GPUs
   }
@@ -203,18 +220,80 @@ void Executor::fill_staged(std::shared_ptr<Running> running, OperationSchedule::
       });
 }
 
-void Executor::gather(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+void Executor::gather_and_ring(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+  make_work(*running);
+  if (auto gate = gather_gate(running)) return gather_under_ring(running, std::move(gate), std::move(done));
+  gather(running, [this, running, done](const Status& status, std::string_view error_kind) {
+    if (!status.ok()) return done(status, error_kind);
+    run_ring(running, done);
+  });
+}
+
+std::shared_ptr<GatherGate> Executor::gather_gate(const std::shared_ptr<Running>& running) {
   const peer_wire::Operation& op = running->planned->op;
+  const NodeOperation& work = *running->work;
+  // The result check's linear sum reads the whole input when the ring starts.
+  if (op.kind != wire::CollectiveKind::kAllreduce || job_.num_nodes < 2 || ring_gone(running) || checks_linear_sum(op) ||
+      work.buffer_bytes() <= route::kInlineWorkBytes ||
+      route::data_algorithm(settings_.data_routes, op.kind, work.buffer_bytes(), job_.num_nodes) !=
+          route::Algorithm::kRing)
+    return nullptr;
+  for (const auto& t : running->planned->tensors)
+    if (t.staging) return nullptr;  // GPU tensors: their host buffers are filled first (fill_staged)
+  std::vector<GatherGate::Span> spans;
+  for (std::size_t i = 0; i < work.gather_pieces(); ++i) {
+    const NodeOperation::Span span = work.gather_span(i);
+    spans.push_back({span.begin, span.bytes});
+  }
+  auto gate = std::make_shared<GatherGate>(running->work->buffer(), std::move(spans), engine_->waker());
+  return gate->valid() ? gate : nullptr;  // pieces that overlap: gather first
+}
+
+bool Executor::checks_linear_sum(const peer_wire::Operation& op) const {
+  return op.kind == wire::CollectiveKind::kAllreduce && settings_.verify_results == integrity::VerifyResults::kAll &&
+         integrity::linear_applies(op.dtype, op.op);
+}
+
+void Executor::gather_under_ring(std::shared_ptr<Running> running, std::shared_ptr<GatherGate> gate,
+                                 OperationSchedule::Done done) {
+  auto work = running->work;
+  auto order = std::make_shared<const std::vector<std::size_t>>(
+      gate->ring_order(work->buffer_bytes(), dtype_size(work->shape().dtype), job_.num_nodes, job_.node_rank));
+  auto join = std::make_shared<GatherJoin>();
+  pool_.run(
+      order->size(),
+      [work, gate, order](std::size_t k) {
+        work->gather_piece((*order)[k]);
+        gate->mark((*order)[k]);
+      },
+      // As in gather(): the posted step runs on the control thread.
+      [this, &io = io_, running, join] {
+        asio::post(io, [this, running, join] {
+          join->gathered = true;
+          if (timeline_)
+            for (const auto& name : running->planned->op.names)
+              timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
+          if (join->after) std::exchange(join->after, nullptr)();
+        });
+      });
+  run_ring(running, std::move(done), std::move(gate), std::move(join));
+}
+
+void Executor::make_work(Running& running) {
+  const peer_wire::Operation& op = running.planned->op;
   OperationShape shape{op.kind, op.dtype, op.op, op.root, job_.node_rank, job_.num_nodes, job_.slots};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
   std::vector<std::vector<local::Contribution>> tensors;
-  for (const auto& t : running->planned->tensors) {
+  for (const auto& t : running.planned->tensors) {
     std::vector<local::Contribution> ranks;
     for (const auto& s : t.submissions) ranks.push_back(s.where);
     tensors.push_back(std::move(ranks));
   }
-  running->work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
-                                                   settings_.ring_chunk_bytes, ring_buffers_.get());
+  running.work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
+                                                 settings_.ring_chunk_bytes, ring_buffers_.get());
+}
+
+void Executor::gather(std::shared_ptr<Running> running, OperationSchedule::Done done) {
   auto work = running->work;
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);
@@ -256,13 +335,24 @@ void Executor::ring_done(const std::shared_ptr<Running>& running, const Status& 
   done(last_loss_.ok() ? status : last_loss_, "");
 }
 
-void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done) {
-  if (pool_.cancelled()) return done(kShutDown(), "");
-  if (timeline_)
+void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done,
+                        std::shared_ptr<GatherGate> gate, std::shared_ptr<GatherJoin> join) {
+  // With the gather beside it, nothing is reported before the pool stopped
+  // writing the buffer (it may be a rank's output).
+  auto report = [join](std::function<void()> step) {
+    if (join && !join->gathered) {
+      join->after = std::move(step);
+      return;
+    }
+    step();
+  };
+  if (pool_.cancelled()) return report([done] { done(kShutDown(), ""); });
+  if (timeline_ && !join)
     for (const auto& name : running->planned->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
-  if (auto gone = ring_gone(running)) return done(*gone, "");
+  if (auto gone = ring_gone(running)) return report([done, why = *gone] { done(why, ""); });
   const peer_wire::Operation& op = running->planned->op;
-  const ring::RingOptions options = ring_options(op);
+  ring::RingOptions options = ring_options(op);
+  options.gate = gate.get();
   const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
   const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, job_.slots);
   auto work = running->work;
@@ -272,7 +362,7 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
   const route::Algorithm algorithm =
       route::data_algorithm(settings_.data_routes, op.kind, work->buffer_bytes(), job_.num_nodes);
   metrics_.data_operations.with({route::algorithm_name(algorithm)}).inc();
-  RingEngine::MakeTask make_data = [work, options, divisor, root_node, timeline, names, algorithm](transport::Transport& t)
+  RingEngine::MakeTask make_data = [work, options, divisor, root_node, timeline, names, algorithm, gate](transport::Transport& t)
       -> std::unique_ptr<ring::Task> {
     const auto& s = work->shape();
     switch (s.kind) {
@@ -300,8 +390,13 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
                                                          divisor, options);
         auto allreduce = std::make_unique<ring::Allreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
                                                            s.op, divisor, options);
-        if (!timeline) return allreduce;
-        return std::make_unique<TimedAllreduce>(std::move(allreduce), timeline, names);
+        std::unique_ptr<ring::Task> task;
+        if (timeline)
+          task = std::make_unique<TimedAllreduce>(std::move(allreduce), timeline, names);
+        else
+          task = std::move(allreduce);
+        if (gate) task = std::make_unique<GatedTask>(std::move(task), gate);
+        return task;
       }
     }
   };
@@ -313,8 +408,7 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
     check = std::make_shared<integrity::CheckOutcome>();
     integrity::CheckSpec spec{settings_.verify_results, describe(op), corrupt_results_};
     // Whole results of integer sums: their inputs' linear sums are checked too.
-    spec.linear = op.kind == wire::CollectiveKind::kAllreduce && settings_.verify_results == integrity::VerifyResults::kAll &&
-                  integrity::linear_applies(op.dtype, op.op);
+    spec.linear = checks_linear_sum(op);
     spec.dtype = op.dtype;
     make = [make_data = std::move(make), work, options, spec, check](transport::Transport& t) {
       return std::make_unique<integrity::CheckedResult>(t, make_data(t), work->buffer(), work->buffer_bytes(),
@@ -327,17 +421,19 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
   const char* phase = algorithm == route::Algorithm::kHalvingDoubling ? "HALVING_DOUBLING"
                       : algorithm == route::Algorithm::kDirect        ? "DIRECT_ALLREDUCE"
                                                                       : ring_phase(op.kind);
-  engine_->run(std::move(make), [this, running, ring_start, check, timed_inside, phase,
+  engine_->run(std::move(make), [this, running, ring_start, check, timed_inside, phase, report,
                                  done = std::move(done)](const Status& status) {
     if (timeline_ && !timed_inside)
       for (const auto& name : running->planned->op.names) timeline_->phase(name, phase, ring_start, Clock::now());
-    if (check && check->mismatch) {
-      // Every node compared the same words and fails alike: the ring itself is fine.
-      RS_LOG(error, "ring") << "job '" << job_.id << "': " << status.message();
-      metrics_.integrity_failures.with({job_.id}).inc();
-      return done(status, "integrity");
-    }
-    ring_done(running, status, done);
+    report([this, running, check, status, done] {
+      if (check && check->mismatch) {
+        // Every node compared the same words and fails alike: the ring itself is fine.
+        RS_LOG(error, "ring") << "job '" << job_.id << "': " << status.message();
+        metrics_.integrity_failures.with({job_.id}).inc();
+        return done(status, "integrity");
+      }
+      ring_done(running, status, done);
+    });
   });
 }
 

@@ -1,6 +1,7 @@
 // Runs the planned operations of one job's ring on this node, in plan order,
 // each as one schedule of steps (begin()): gather the local ranks' data into
-// the ring buffer (WorkPool), run the ring (RingEngine), copy the result back
+// the ring buffer (WorkPool), run the ring (RingEngine; a ring allreduce starts
+// while the gather still runs, gather_gate.h), copy the result back
 // to every local rank (WorkPool), copy GPU tensors' results back to their GPUs
 // (WorkPool), answer them. A GPU allreduce staged chunk by chunk
 // (DeviceStaging::pipelined()) runs instead as one StagedAllreduce over its own
@@ -39,6 +40,8 @@ class Timeline;
 }
 
 namespace ringsync::service::cluster {
+
+class GatherGate;
 
 class NodeOperation;
 
@@ -88,10 +91,31 @@ class Executor {
   void begin(std::shared_ptr<Running> running);
   // GPU tensors of a fused operation: their host buffers are filled first.
   void fill_staged(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // The local ranks' data into the ring buffer, then the data task between the
+  // nodes; a ring allreduce starts at once instead, over a GatherGate, and
+  // reports once the gather is over too (gather_gate.h).
+  void gather_and_ring(std::shared_ptr<Running> running, OperationSchedule::Done done);
   // The local ranks' data into the ring buffer (reduced, or placed).
   void gather(std::shared_ptr<Running> running, OperationSchedule::Done done);
-  // The data task between the nodes (ring or halving-doubling), and the result check.
-  void run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done);
+  // Whole results of integer sums under --verify-results all: their inputs'
+  // linear sums are checked too (integrity/checked_result.h).
+  bool checks_linear_sum(const peer_wire::Operation& op) const;
+  // The ring buffer and its pieces of work (NodeOperation).
+  void make_work(Running& running);
+  // The gate a ring allreduce of `running` can start under before its gather, or null.
+  std::shared_ptr<GatherGate> gather_gate(const std::shared_ptr<Running>& running);
+  // The gather on the pool, in the order the ring reads it, as the ring runs.
+  void gather_under_ring(std::shared_ptr<Running> running, std::shared_ptr<GatherGate> gate,
+                         OperationSchedule::Done done);
+  // The gather running beside the ring: what the ring's completion waits for.
+  struct GatherJoin {
+    bool gathered = false;        // the pool's done() came back
+    std::function<void()> after;  // the ring's report, held until then
+  };
+  // The data task between the nodes (ring, halving-doubling or direct), and the
+  // result check; gate and join: its gather runs beside it (gather_under_ring).
+  void run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done,
+                std::shared_ptr<GatherGate> gate = nullptr, std::shared_ptr<GatherJoin> join = nullptr);
   // One GPU allreduce staged chunk by chunk as the ring runs.
   void run_staged(std::shared_ptr<Running> running, OperationSchedule::Done done);
   // The result back to every local rank.

@@ -76,6 +76,13 @@ class NodeOperation {
 
   std::size_t gather_pieces() const { return gather_.size(); }
   void gather_piece(std::size_t i) const { run(gather_[i]); }
+  // The bytes gather piece i writes, from buffer(): [begin, begin + bytes).
+  struct Span {
+    std::size_t begin = 0, bytes = 0;
+  };
+  Span gather_span(std::size_t i) const {
+    return {static_cast<std::size_t>(gather_[i].dst - buffer_), gather_[i].count * elem_};
+  }
   std::size_t scatter_pieces() const { return scatter_.size(); }
   void scatter_piece(std::size_t i) const { run(scatter_[i]); }
 
