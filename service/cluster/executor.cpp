@@ -90,15 +90,15 @@ class TimedAllreduce final : public ring::Task {
 class GatedTask final : public ring::Task {
  public:
   GatedTask(std::unique_ptr<ring::Task> inner, std::shared_ptr<GatherGate> gate)
-      : inner_(std::move(inner)), gate_(std::move(gate)) {}
+      : gate_(std::move(gate)), inner_(std::move(inner)) {}
   Status post() override { return inner_->post(); }
   ring::TaskState progress() override { return inner_->progress(); }
   void abort(const Status& why) override { inner_->abort(why); }
   const Status& status() const override { return inner_->status(); }
 
  private:
-  std::unique_ptr<ring::Task> inner_;  // destroyed first: it may read the gate to the end
   std::shared_ptr<GatherGate> gate_;
+  std::unique_ptr<ring::Task> inner_;  // declared last, destroyed first: it may read the gate to the end
 };
 
 }  // namespace
@@ -338,7 +338,8 @@ void Executor::ring_done(const std::shared_ptr<Running>& running, const Status& 
 void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done,
                         std::shared_ptr<GatherGate> gate, std::shared_ptr<GatherJoin> join) {
   // With the gather beside it, nothing is reported before the pool stopped
-  // writing the buffer (it may be a rank's output).
+  // writing the buffer (it may be a rank's output). A failed ring's suspicion
+  // of its peers (ring_done) waits for that too: at most one gather's time.
   auto report = [join](std::function<void()> step) {
     if (join && !join->gathered) {
       join->after = std::move(step);

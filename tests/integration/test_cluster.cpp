@@ -371,6 +371,32 @@ TEST_CASE("cluster: a daemon killed mid-allreduce: peer lost naming it; then it 
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
+TEST_CASE("cluster: a daemon killed mid ring allreduce, its gather still running beside the ring: peer lost") {
+  // 4 MiB on 3 nodes takes the ring, which starts while the work pool still
+  // gathers (cluster/gather_gate.h); a loss then must end every wait, after
+  // the pool is done with the buffer, and the job must work again.
+  ClusterFixture cluster(cluster_options(3, 2));
+  const int victim = 2;
+  {
+    RankGroup ranks(cluster, "killed-ring");
+    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL, {}, 30s, "1048576");
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n", ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
+                  "every rank on nodes 0 and 1 should get peer lost naming node 2 (exit ", rank_exit::kPeerLost,
+                  "):\n", ranks.report(), cluster.logs());
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  for (int node : {0, 1})
+    CHECK_MESSAGE(
+        metric_value(cluster.metrics(node), "ringsync_data_plane_operations_total{algorithm=\"ring\"}").value_or(0) > 0,
+        node_metric_summary(cluster, {"ringsync_data_plane_operations_total"}));
+  CHECK_MESSAGE(all_running(cluster, victim), cluster.logs());
+  cluster.restart(victim);
+  CHECK(run_job(cluster, "after-restart-ring", {"collectives", "1", "1048577"}));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
 TEST_CASE("cluster: a worker killed mid small allreduces (exchanged directly): peer lost naming it") {
   // 8 B allreduces on 3 nodes go node to node, node 0 forwarding the workers'
   // contributions; losing node 1 mid-exchange must end every wait, not hang one.
