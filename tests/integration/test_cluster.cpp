@@ -371,55 +371,53 @@ TEST_CASE("cluster: a daemon killed mid-allreduce: peer lost naming it; then it 
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
+namespace {
+
+// Kills `victim` (of 3 nodes x 2) while the ranks loop over allreduces of
+// `count` floats: every rank of the other nodes gets peer lost naming it, they
+// took the path `path_metric` counts, and after the restart the job works.
+void check_killed_mid_path(int victim, const std::string& tag, const std::string& count,
+                           const std::string& path_metric, std::vector<std::string> after) {
+  ClusterFixture cluster(cluster_options(3, 2));
+  std::vector<int> survivors;
+  for (int node = 0; node < 3; ++node)
+    if (node != victim) survivors.push_back(node);
+  const std::string nodes = std::to_string(survivors[0]) + " and " + std::to_string(survivors[1]);
+  {
+    RankGroup ranks(cluster, tag);
+    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL, {}, 30s, count);
+    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n", ranks.report(), cluster.logs());
+    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost), "every rank on nodes ", nodes,
+                  " should get peer lost naming node ", victim, " (exit ", rank_exit::kPeerLost, "):\n",
+                  ranks.report(), cluster.logs());
+    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
+  }
+  const std::string family = path_metric.substr(0, path_metric.find('{'));
+  for (int node : survivors)
+    CHECK_MESSAGE(metric_value(cluster.metrics(node), path_metric).value_or(0) > 0,
+                  node_metric_summary(cluster, {family}));
+  CHECK_MESSAGE(all_running(cluster, victim), cluster.logs());
+  cluster.restart(victim);
+  CHECK(run_job(cluster, "after-" + tag, std::move(after)));
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+}  // namespace
+
 TEST_CASE("cluster: a daemon killed mid ring allreduce, its gather still running beside the ring: peer lost") {
   // 4 MiB on 3 nodes takes the ring, which starts while the work pool still
   // gathers (cluster/gather_gate.h); a loss then must end every wait, after
   // the pool is done with the buffer, and the job must work again.
-  ClusterFixture cluster(cluster_options(3, 2));
-  const int victim = 2;
-  {
-    RankGroup ranks(cluster, "killed-ring");
-    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL, {}, 30s, "1048576");
-    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n", ranks.report(), cluster.logs());
-    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
-                  "every rank on nodes 0 and 1 should get peer lost naming node 2 (exit ", rank_exit::kPeerLost,
-                  "):\n", ranks.report(), cluster.logs());
-    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
-  }
-  for (int node : {0, 1})
-    CHECK_MESSAGE(
-        metric_value(cluster.metrics(node), "ringsync_data_plane_operations_total{algorithm=\"ring\"}").value_or(0) > 0,
-        node_metric_summary(cluster, {"ringsync_data_plane_operations_total"}));
-  CHECK_MESSAGE(all_running(cluster, victim), cluster.logs());
-  cluster.restart(victim);
-  CHECK(run_job(cluster, "after-restart-ring", {"collectives", "1", "1048577"}));
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+  check_killed_mid_path(2, "killed-ring", "1048576", "ringsync_data_plane_operations_total{algorithm=\"ring\"}",
+                        {"collectives", "1", "1048577"});
 }
 
 TEST_CASE("cluster: a worker killed mid small allreduces (exchanged directly): peer lost naming it") {
   // 8 B allreduces on 3 nodes go node to node, node 0 forwarding the workers'
   // contributions; losing node 1 mid-exchange must end every wait, not hang one.
-  ClusterFixture cluster(cluster_options(3, 2));
-  const int victim = 1;
-  {
-    RankGroup ranks(cluster, "killed-small");
-    const NodeLossRun out = hurt_node_mid_loop(cluster, ranks, victim, SIGKILL, {}, 30s, "2");
-    REQUIRE_MESSAGE(out.looping, "not every rank got through a first allreduce:\n", ranks.report(), cluster.logs());
-    CHECK_MESSAGE(all_equal(out.survivors, rank_exit::kPeerLost),
-                  "every rank on nodes 0 and 2 should get peer lost naming node 1 (exit ", rank_exit::kPeerLost,
-                  "):\n", ranks.report(), cluster.logs());
-    for (int code : out.victims) CHECK_MESSAGE(code >= 0, ranks.report());
-  }
-  for (int node : {0, 2})
-    CHECK_MESSAGE(
-        metric_value(cluster.metrics(node), "ringsync_inline_operations_total{path=\"direct\"}").value_or(0) > 0,
-        node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
-  CHECK_MESSAGE(all_running(cluster, victim), cluster.logs());
-  cluster.restart(victim);
-  CHECK(run_job(cluster, "after-restart-small", {"collectives", "1", "3"}));
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+  check_killed_mid_path(1, "killed-small", "2", "ringsync_inline_operations_total{path=\"direct\"}",
+                        {"collectives", "1", "3"});
 }
 
 TEST_CASE("cluster: a daemon stopped mid-allreduce: peer lost naming it; then it recovers") {
