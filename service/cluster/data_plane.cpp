@@ -7,6 +7,14 @@
 
 namespace ringsync::service::cluster {
 
+transport::UcxOptions data_plane_options(const ClusterConfig& settings) {
+  transport::UcxOptions options;
+  options.transports = settings.ucx_transports;
+  options.net_devices = settings.ucx_net_devices;
+  options.tcp_segment_bytes = transport::tcp_segment_for(settings.ring_chunk_bytes);
+  return options;
+}
+
 UcxDataPlane::UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus)
     : options_(std::move(options)), cpus_(std::move(cpus)) {}
 

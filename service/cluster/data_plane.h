@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "service/daemon_config.h"
 #include "service/transport/transport.h"
 #include "service/transport/ucx_context.h"
 
@@ -27,6 +28,11 @@ class DataPlane {
   virtual Result<std::unique_ptr<transport::Transport>> connect(
       int rank, const std::vector<std::vector<std::uint8_t>>& addresses, std::uint64_t tag_key) = 0;
 };
+
+// The UCX options a daemon's rings run with: the settings' transports and
+// devices, and tcp segments that carry each message (at most a ring chunk: the
+// ring, halving-doubling and direct algorithms cut theirs so) in one fragment.
+transport::UcxOptions data_plane_options(const ClusterConfig& settings);
 
 // UCX: a UcxContext (context and worker) per ring, then a UcxTransport.
 class UcxDataPlane final : public DataPlane {

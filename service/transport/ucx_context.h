@@ -50,7 +50,9 @@ struct UcxOptions {
   // first step's sends (which wait for no receive) — at most a segment of the
   // buffer per link and operation, held in UCX's buffers until matched. Measured
   // with 64 MiB allreduces on 2 nodes: at most 34 MiB private memory per daemon
-  // with the 256 KiB segments below, 17 MiB with UCX's 8 KiB ones.
+  // with 256 KiB segments, 17 MiB with UCX's 8 KiB ones; later, with the daemon
+  // keeping its heap (service/threads/heap.h), 47-60 MiB with a ring chunk's
+  // segments (516 KiB) against 56-57 MiB with 256 KiB ones (2 x 2 ranks).
   bool eager_without_rdma = true;
   // Where the kernel lists RDMA (verbs) devices: none there means no RDMA link,
   // whatever `transports` allows.
@@ -60,9 +62,23 @@ struct UcxOptions {
   // fragments an eager message is cut into, one send() each. With 8 KiB a 512 KiB
   // ring chunk takes 64 fragments; unshaped 32 MiB allreduces (2 hosts x 2 ranks)
   // ran at 0.78 GB/s busbw with 8 KiB and 1.2-1.3 with 128 KiB to 512 KiB
-  // (docs/benchmarks.md). The price: UCX's buffers are bigger (see above).
+  // (docs/benchmarks.md). A message that fits one segment with UCX's headers goes
+  // as one fragment: the daemon sizes the segment to its largest message
+  // (tcp_segment_for), since a 512 KiB chunk cut into 256 KiB segments made three
+  // fragments and cost unshaped 64 MiB allreduces a fifth of their time. The
+  // price: UCX's buffers are bigger (see above).
   std::size_t tcp_segment_bytes = 256 * 1024;
 };
+
+// Room for UCX's headers in a tcp segment (UCP's tag header and UCT tcp's, a few
+// dozen bytes together), with ample to spare.
+inline constexpr std::size_t kTcpHeaderRoom = 4 * 1024;
+// The largest tcp segment tcp_segment_for gives: larger messages go in fragments
+// of this size, which is already far beyond what one send() gains from.
+inline constexpr std::size_t kMaxTcpSegmentBytes = 4 * 1024 * 1024 + kTcpHeaderRoom;
+// The tcp segment that carries a message of up to `message_bytes` as one eager
+// fragment (up to kMaxTcpSegmentBytes).
+std::size_t tcp_segment_for(std::size_t message_bytes);
 
 // The RDMA (verbs) devices in `dir` (/sys/class/infiniband): mlx5_0, rxe0, ...
 std::vector<std::string> verbs_devices(const std::string& dir);

@@ -210,6 +210,21 @@ struct Job {
 
 }  // namespace
 
+TEST_CASE("job ring: the UCX data plane takes the settings' transports, and tcp segments that hold a ring chunk") {
+  ClusterConfig c = settings();
+  c.ucx_transports = "tcp,self";
+  c.ucx_net_devices = "lo";
+  for (std::uint64_t chunk : {std::uint64_t{4096}, std::uint64_t{512} * 1024, std::uint64_t{3} * 1024 * 1024}) {
+    CAPTURE(chunk);
+    c.ring_chunk_bytes = chunk;
+    const auto options = data_plane_options(c);
+    CHECK(options.transports == "tcp,self");
+    CHECK(options.net_devices == "lo");
+    CHECK(options.tcp_segment_bytes == service::transport::tcp_segment_for(chunk));
+    CHECK(options.tcp_segment_bytes >= chunk + service::transport::kTcpHeaderRoom);
+  }
+}
+
 TEST_CASE("job ring: 3 nodes form over loopback links and an in-process fabric; every path sums right") {
   Job job(3);
   REQUIRE(job.run_until([&] { return job.formed(); }));

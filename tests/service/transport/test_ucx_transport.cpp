@@ -292,6 +292,35 @@ TEST_CASE("a tcp segment size set in the environment leaves both sizes to it, so
   CHECK(in == out);
 }
 
+TEST_CASE("a daemon's tcp segments hold a ring chunk and UCX's headers; messages of any size arrive intact") {
+  using ringsync::service::transport::kMaxTcpSegmentBytes;
+  using ringsync::service::transport::kTcpHeaderRoom;
+  using ringsync::service::transport::tcp_segment_for;
+  CHECK(kTcpHeaderRoom >= 64);  // UCP's tag header and UCT tcp's take a few dozen bytes
+  CHECK(tcp_segment_for(512 * 1024) == 512 * 1024 + kTcpHeaderRoom);
+  CHECK(tcp_segment_for(4096) == 4096 + kTcpHeaderRoom);
+  CHECK(tcp_segment_for(std::size_t{1} << 30) == kMaxTcpSegmentBytes);  // --ring-chunk-bytes' largest
+
+  // A segment of no round size (68 KiB) for 64 KiB chunks: the chunk, a byte
+  // more, and several segments' worth each arrive whole and in order.
+  UcxOptions options = loopback("tcp,self");
+  options.tcp_segment_bytes = tcp_segment_for(64 * 1024);
+  auto job = make_job(2, options);
+  const std::size_t sizes[] = {64 * 1024, 64 * 1024 + 1, 300 * 1024 + 7};
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    CAPTURE(sizes[i]);
+    const std::vector<std::byte> out = pattern(sizes[i], static_cast<unsigned>(i + 1));
+    std::vector<std::byte> in(sizes[i]);
+    Outcome send, recv;
+    job[0]->send(1, make_tag(1, static_cast<std::uint32_t>(i), 0), out.data(), out.size(), send.callback());
+    job[1]->recv(0, make_tag(1, static_cast<std::uint32_t>(i), 0), in.data(), in.size(), recv.callback());
+    REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
+    CHECK(send.status.ok());
+    CHECK(recv.status.ok());
+    CHECK(in == out);
+  }
+}
+
 TEST_CASE("lane_transports names each lane's transport and device once, in lane order") {
   using ringsync::service::transport::lane_transports;
   const std::string info =
