@@ -15,8 +15,10 @@
 
 namespace ringsync::peer_wire {
 
-// 3: RankLeft, NodeDrained; 4: reduce-scatter, alltoall; 5: challenge-response, no key in the hello
-inline constexpr std::uint32_t kProtocolVersion = 5;
+// 3: RankLeft, NodeDrained; 4: reduce-scatter, alltoall; 5: challenge-response, no key in the hello;
+// 6: UCX tcp segments of a ring chunk (transport::tcp_segment_for), whose fragments a
+// daemon before it, with 256 KiB receive segments, cannot take (UCX aborts on them)
+inline constexpr std::uint32_t kProtocolVersion = 6;
 
 struct PeerHello {
   std::uint32_t protocol_version = kProtocolVersion;

@@ -18,6 +18,10 @@ transport::UcxOptions data_plane_options(const ClusterConfig& settings) {
 UcxDataPlane::UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus)
     : options_(std::move(options)), cpus_(std::move(cpus)) {}
 
+std::unique_ptr<UcxDataPlane> UcxDataPlane::for_daemon(const ClusterConfig& settings) {
+  return std::make_unique<UcxDataPlane>(data_plane_options(settings), settings.thread_cpus);
+}
+
 Result<std::vector<std::uint8_t>> UcxDataPlane::open() {
   context_.reset();
   auto ucx = [&] {

@@ -27,7 +27,7 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
                                     [this](std::shared_ptr<PlannedOperation> op) { executor_.submit(std::move(op)); },
                                     [this](const Status& why) { membership_->lose(why); },
                                     [this] { return executor_.idle(); }}) {
-  if (!data_plane) data_plane = std::make_unique<UcxDataPlane>(data_plane_options(settings), settings.thread_cpus);
+  if (!data_plane) data_plane = UcxDataPlane::for_daemon(settings);
   Membership::Hooks membership_hooks;
   membership_hooks.formed = [this](std::uint64_t epoch) { on_formed(epoch); };
   membership_hooks.lost = [this](const Status& why, bool quiet, std::int32_t lost_node) {

@@ -65,7 +65,7 @@ struct UcxOptions {
   // (docs/benchmarks.md). A message that fits one segment with UCX's headers goes
   // as one fragment: the daemon sizes the segment to its largest message
   // (tcp_segment_for), since a 512 KiB chunk cut into 256 KiB segments made three
-  // fragments and cost unshaped 64 MiB allreduces a fifth of their time. The
+  // fragments and cost unshaped 64 MiB allreduces about an eighth of their time. The
   // price: UCX's buffers are bigger (see above).
   std::size_t tcp_segment_bytes = 256 * 1024;
 };
@@ -73,11 +73,14 @@ struct UcxOptions {
 // Room for UCX's headers in a tcp segment (UCP's tag header and UCT tcp's, a few
 // dozen bytes together), with ample to spare.
 inline constexpr std::size_t kTcpHeaderRoom = 4 * 1024;
-// The largest tcp segment tcp_segment_for gives: larger messages go in fragments
-// of this size, which is already far beyond what one send() gains from.
-inline constexpr std::size_t kMaxTcpSegmentBytes = 4 * 1024 * 1024 + kTcpHeaderRoom;
+// The largest tcp segment tcp_segment_for gives (4 MiB - 64 B): UCX's v2 worker
+// addresses (UCX_ADDRESS_VERSION=v2) carry a transport's largest copied message
+// in 64-byte units in 16 bits, and UCX aborts on a larger one. Larger messages
+// go in fragments of this size, far beyond what one send() gains from.
+inline constexpr std::size_t kMaxTcpSegmentBytes = 65535 * 64;
 // The tcp segment that carries a message of up to `message_bytes` as one eager
-// fragment (up to kMaxTcpSegmentBytes).
+// fragment (up to kMaxTcpSegmentBytes). Every node of a ring must use the same:
+// UCX on a node whose receive segment is smaller than a peer's fragments aborts.
 std::size_t tcp_segment_for(std::size_t message_bytes);
 
 // The RDMA (verbs) devices in `dir` (/sys/class/infiniband): mlx5_0, rxe0, ...

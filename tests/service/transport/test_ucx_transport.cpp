@@ -274,7 +274,7 @@ TEST_CASE("in peer-failure mode, shared memory is used only with shm_error_handl
 }
 
 TEST_CASE("a tcp segment size set in the environment leaves both sizes to it, so UCX starts") {
-  // ringsyncd's 256 KiB send segments with a receive segment of 64 KiB from the
+  // UcxOptions' 256 KiB send segments with a receive segment of 64 KiB from the
   // environment would be refused by UCX (receive smaller than send).
   for (const char* variable : {"UCX_TCP_RX_SEG_SIZE", "UCX_TCP_TX_SEG_SIZE"}) {
     CAPTURE(variable);
@@ -292,7 +292,7 @@ TEST_CASE("a tcp segment size set in the environment leaves both sizes to it, so
   CHECK(in == out);
 }
 
-TEST_CASE("a daemon's tcp segments hold a ring chunk and UCX's headers; messages of any size arrive intact") {
+TEST_CASE("a daemon's tcp segments hold a ring chunk and UCX's headers; messages around the segment size arrive intact") {
   using ringsync::service::transport::kMaxTcpSegmentBytes;
   using ringsync::service::transport::kTcpHeaderRoom;
   using ringsync::service::transport::tcp_segment_for;
@@ -300,6 +300,7 @@ TEST_CASE("a daemon's tcp segments hold a ring chunk and UCX's headers; messages
   CHECK(tcp_segment_for(512 * 1024) == 512 * 1024 + kTcpHeaderRoom);
   CHECK(tcp_segment_for(4096) == 4096 + kTcpHeaderRoom);
   CHECK(tcp_segment_for(std::size_t{1} << 30) == kMaxTcpSegmentBytes);  // --ring-chunk-bytes' largest
+  CHECK(kMaxTcpSegmentBytes <= 65535 * 64);  // what UCX's v2 worker addresses can carry
 
   // A segment of no round size (68 KiB) for 64 KiB chunks: the chunk, a byte
   // more, and several segments' worth each arrive whole and in order.
@@ -312,8 +313,30 @@ TEST_CASE("a daemon's tcp segments hold a ring chunk and UCX's headers; messages
     const std::vector<std::byte> out = pattern(sizes[i], static_cast<unsigned>(i + 1));
     std::vector<std::byte> in(sizes[i]);
     Outcome send, recv;
-    job[0]->send(1, make_tag(1, static_cast<std::uint32_t>(i), 0), out.data(), out.size(), send.callback());
-    job[1]->recv(0, make_tag(1, static_cast<std::uint32_t>(i), 0), in.data(), in.size(), recv.callback());
+    job[0]->send(1, make_tag(1, static_cast<std::uint16_t>(i), 0), out.data(), out.size(), send.callback());
+    job[1]->recv(0, make_tag(1, static_cast<std::uint16_t>(i), 0), in.data(), in.size(), recv.callback());
+    REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
+    CHECK(send.status.ok());
+    CHECK(recv.status.ok());
+    CHECK(in == out);
+  }
+}
+
+TEST_CASE("the largest tcp segment starts UCX with either worker-address version and carries a message of its size") {
+  using ringsync::service::transport::kMaxTcpSegmentBytes;
+  using ringsync::service::transport::tcp_segment_for;
+  for (const char* version : {"v1", "v2"}) {
+    CAPTURE(version);
+    ::setenv("UCX_ADDRESS_VERSION", version, 1);
+    UcxOptions options = loopback("tcp,self");
+    options.tcp_segment_bytes = tcp_segment_for(std::size_t{1} << 30);  // the cap
+    auto job = make_job(2, options);
+    ::unsetenv("UCX_ADDRESS_VERSION");
+    const std::vector<std::byte> out = pattern(kMaxTcpSegmentBytes + 4096, 3);  // one full segment and a bit
+    std::vector<std::byte> in(out.size());
+    Outcome send, recv;
+    job[0]->send(1, make_tag(2, 0, 0), out.data(), out.size(), send.callback());
+    job[1]->recv(0, make_tag(2, 0, 0), in.data(), in.size(), recv.callback());
     REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
     CHECK(send.status.ok());
     CHECK(recv.status.ok());
