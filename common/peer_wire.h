@@ -16,7 +16,7 @@
 namespace ringsync::peer_wire {
 
 // 3: RankLeft, NodeDrained; 4: reduce-scatter, alltoall; 5: challenge-response, no key in the hello;
-// 6: UCX tcp segments of a ring chunk (transport::tcp_segment_for), whose fragments a
+// 6: UCX tcp segments that follow the ring chunk (transport::tcp_segment_for), whose fragments a
 // daemon before it, with 256 KiB receive segments, cannot take (UCX aborts on them)
 inline constexpr std::uint32_t kProtocolVersion = 6;
 

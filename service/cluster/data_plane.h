@@ -30,7 +30,7 @@ class DataPlane {
 };
 
 // The UCX options a daemon's rings run with: the settings' transports and
-// devices, and tcp segments that carry a ring chunk in one fragment. Every
+// devices, and tcp segments that carry a ring chunk in two fragments. Every
 // collective cuts its messages into chunks of --ring-chunk-bytes (ring/chunk_pipeline.h),
 // except where a piece would need more than 65536 chunks (a chunk is then
 // larger; it only costs more fragments).

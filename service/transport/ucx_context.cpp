@@ -40,7 +40,7 @@ bool may_use(std::string_view tls, std::initializer_list<std::string_view> names
 }  // namespace
 
 std::size_t tcp_segment_for(std::size_t message_bytes) {
-  return std::min(message_bytes + kTcpHeaderRoom, kMaxTcpSegmentBytes);
+  return std::min((message_bytes + 1) / 2 + kTcpHeaderRoom, kMaxTcpSegmentBytes);
 }
 
 std::vector<std::string> verbs_devices(const std::string& dir) {

@@ -51,8 +51,8 @@ struct UcxOptions {
   // buffer per link and operation, held in UCX's buffers until matched. Measured
   // with 64 MiB allreduces on 2 nodes: at most 34 MiB private memory per daemon
   // with 256 KiB segments, 17 MiB with UCX's 8 KiB ones; later, with the daemon
-  // keeping its heap (service/threads/heap.h), 47-60 MiB with a ring chunk's
-  // segments (516 KiB) against 56-57 MiB with 256 KiB ones (2 x 2 ranks).
+  // keeping its heap (service/threads/heap.h), 47-60 MiB with 516 KiB
+  // segments against 56-57 MiB with 256 KiB ones (2 x 2 ranks).
   bool eager_without_rdma = true;
   // Where the kernel lists RDMA (verbs) devices: none there means no RDMA link,
   // whatever `transports` allows.
@@ -62,11 +62,11 @@ struct UcxOptions {
   // fragments an eager message is cut into, one send() each. With 8 KiB a 512 KiB
   // ring chunk takes 64 fragments; unshaped 32 MiB allreduces (2 hosts x 2 ranks)
   // ran at 0.78 GB/s busbw with 8 KiB and 1.2-1.3 with 128 KiB to 512 KiB
-  // (docs/benchmarks.md). A message that fits one segment with UCX's headers goes
-  // as one fragment: the daemon sizes the segment to its largest message
-  // (tcp_segment_for), since a 512 KiB chunk cut into 256 KiB segments made three
-  // fragments and cost unshaped 64 MiB allreduces about an eighth of their time. The
-  // price: UCX's buffers are bigger (see above).
+  // (docs/benchmarks.md). The daemon sizes the segment to its messages
+  // (tcp_segment_for): a 512 KiB ring chunk in 256 KiB segments made three
+  // fragments, the last a few bytes UCX's headers pushed out, and cost unshaped
+  // 64 MiB allreduces about an eighth of their time. The price: UCX's buffers
+  // are bigger (see above).
   std::size_t tcp_segment_bytes = 256 * 1024;
 };
 
@@ -78,9 +78,17 @@ inline constexpr std::size_t kTcpHeaderRoom = 4 * 1024;
 // in 64-byte units in 16 bits, and UCX aborts on a larger one. Larger messages
 // go in fragments of this size, far beyond what one send() gains from.
 inline constexpr std::size_t kMaxTcpSegmentBytes = 65535 * 64;
-// The tcp segment that carries a message of up to `message_bytes` as one eager
-// fragment (up to kMaxTcpSegmentBytes). Every node of a ring must use the same:
-// UCX on a node whose receive segment is smaller than a peer's fragments aborts.
+// The tcp segment that carries a message of up to `message_bytes` in two large
+// eager fragments, none left over (up to kMaxTcpSegmentBytes). Not one: UCX
+// completes a one-fragment send once it is copied into its buffer, before any
+// of it reached the kernel, so the time a link's sends are in flight (the link
+// metrics' send-busy time, which SlowLink reads) would miss the chunk's
+// transfer; on a loaded machine the shaped link of test_prometheus_dashboards
+// then looked as fast as the others. With two, a send completes once its first
+// half was written. Measured, unshaped 2 x 2: as fast as one fragment, both
+// faster than 256 KiB segments (docs/benchmarks.md). Every node of a ring must
+// use the same: UCX on a node whose receive segment is smaller than a peer's
+// fragments aborts.
 std::size_t tcp_segment_for(std::size_t message_bytes);
 
 // The RDMA (verbs) devices in `dir` (/sys/class/infiniband): mlx5_0, rxe0, ...

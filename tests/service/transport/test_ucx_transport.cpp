@@ -292,17 +292,18 @@ TEST_CASE("a tcp segment size set in the environment leaves both sizes to it, so
   CHECK(in == out);
 }
 
-TEST_CASE("a daemon's tcp segments hold a ring chunk and UCX's headers; messages around the segment size arrive intact") {
+TEST_CASE("a daemon's tcp segments hold half a ring chunk and UCX's headers; messages around the segment size arrive intact") {
   using ringsync::service::transport::kMaxTcpSegmentBytes;
   using ringsync::service::transport::kTcpHeaderRoom;
   using ringsync::service::transport::tcp_segment_for;
   CHECK(kTcpHeaderRoom >= 64);  // UCP's tag header and UCT tcp's take a few dozen bytes
-  CHECK(tcp_segment_for(512 * 1024) == 512 * 1024 + kTcpHeaderRoom);
-  CHECK(tcp_segment_for(4096) == 4096 + kTcpHeaderRoom);
+  CHECK(tcp_segment_for(512 * 1024) == 256 * 1024 + kTcpHeaderRoom);  // two fragments, none left over
+  CHECK(tcp_segment_for(4097) == 2049 + kTcpHeaderRoom);
+  CHECK(2 * (tcp_segment_for(512 * 1024) - kTcpHeaderRoom) >= 512 * 1024);
   CHECK(tcp_segment_for(std::size_t{1} << 30) == kMaxTcpSegmentBytes);  // --ring-chunk-bytes' largest
   CHECK(kMaxTcpSegmentBytes <= 65535 * 64);  // what UCX's v2 worker addresses can carry
 
-  // A segment of no round size (68 KiB) for 64 KiB chunks: the chunk, a byte
+  // A segment of no round size (36 KiB) for 64 KiB chunks: the chunk, a byte
   // more, and several segments' worth each arrive whole and in order.
   UcxOptions options = loopback("tcp,self");
   options.tcp_segment_bytes = tcp_segment_for(64 * 1024);
