@@ -292,8 +292,9 @@ const std::vector<config::Tunable>& daemon_tunables() {
        "a power of two; larger ones take the ring."},
       {"response-cache", Kind::kInt, "1024", "tensors",
        "Response cache capacity: repeated tensors are negotiated as one bit; 0 disables it.", "0", "1048576"},
-      {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes", "Largest message of the ring between daemons; over tcp also UCX's segment (half this and 4KiB, up to 4MiB-64), "
-       "the size of each of UCX's buffers.",
+      {"ring-chunk-bytes", Kind::kBytes, "512KiB", "bytes",
+       "Largest message of the ring between daemons; over tcp also UCX's segment (half this and 4KiB, "
+       "up to 4MiB-64), the size of each of UCX's buffers.",
        "4KiB", "1GiB"},
       {"ring-window", Kind::kInt, "4", "chunks", "Ring chunks in flight each way.", "1", "64"},
       {"gpu-staging-chunk", Kind::kBytes, "4MiB", "bytes",

@@ -7,19 +7,15 @@
 
 namespace ringsync::service::cluster {
 
-transport::UcxOptions data_plane_options(const ClusterConfig& settings) {
-  transport::UcxOptions options;
-  options.transports = settings.ucx_transports;
-  options.net_devices = settings.ucx_net_devices;
-  options.tcp_segment_bytes = transport::tcp_segment_for(settings.ring_chunk_bytes);
-  return options;
-}
-
 UcxDataPlane::UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus)
     : options_(std::move(options)), cpus_(std::move(cpus)) {}
 
 std::unique_ptr<UcxDataPlane> UcxDataPlane::for_daemon(const ClusterConfig& settings) {
-  return std::make_unique<UcxDataPlane>(data_plane_options(settings), settings.thread_cpus);
+  transport::UcxOptions options;
+  options.transports = settings.ucx_transports;
+  options.net_devices = settings.ucx_net_devices;
+  options.tcp_segment_bytes = transport::tcp_segment_for(settings.ring_chunk_bytes);
+  return std::make_unique<UcxDataPlane>(std::move(options), settings.thread_cpus);
 }
 
 Result<std::vector<std::uint8_t>> UcxDataPlane::open() {

@@ -29,19 +29,16 @@ class DataPlane {
       int rank, const std::vector<std::vector<std::uint8_t>>& addresses, std::uint64_t tag_key) = 0;
 };
 
-// The UCX options a daemon's rings run with: the settings' transports and
-// devices, and tcp segments that carry a ring chunk in two fragments. Every
-// collective cuts its messages into chunks of --ring-chunk-bytes (ring/chunk_pipeline.h),
-// except where a piece would need more than 65536 chunks (a chunk is then
-// larger; it only costs more fragments).
-transport::UcxOptions data_plane_options(const ClusterConfig& settings);
-
 // UCX: a UcxContext (context and worker) per ring, then a UcxTransport.
 class UcxDataPlane final : public DataPlane {
  public:
   // cpus: where UCX's own threads run (service/threads/thread_cpus.h); empty: anywhere.
   UcxDataPlane(transport::UcxOptions options, std::vector<int> cpus);
-  // A daemon's: data_plane_options(settings), UCX's threads on settings.thread_cpus.
+  // A daemon's: the settings' transports and devices, UCX's threads on
+  // settings.thread_cpus, and tcp segments that carry a ring chunk in two
+  // fragments. Every collective cuts its messages into chunks of
+  // --ring-chunk-bytes (ring/chunk_pipeline.h), except where a piece would need
+  // more than 65536 chunks (a chunk is then larger; it only costs more fragments).
   static std::unique_ptr<UcxDataPlane> for_daemon(const ClusterConfig& settings);
   const transport::UcxOptions& options() const { return options_; }
   Result<std::vector<std::uint8_t>> open() override;

@@ -292,6 +292,23 @@ TEST_CASE("a tcp segment size set in the environment leaves both sizes to it, so
   CHECK(in == out);
 }
 
+namespace {
+
+// Sends `out` from node 0 to node 1 under `tag`; both complete and it arrives whole.
+void check_delivered(const std::vector<std::unique_ptr<UcxTransport>>& job, std::uint64_t tag,
+                     const std::vector<std::byte>& out) {
+  std::vector<std::byte> in(out.size());
+  Outcome send, recv;
+  job[0]->send(1, tag, out.data(), out.size(), send.callback());
+  job[1]->recv(0, tag, in.data(), in.size(), recv.callback());
+  REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
+  CHECK(send.status.ok());
+  CHECK(recv.status.ok());
+  CHECK(in == out);
+}
+
+}  // namespace
+
 TEST_CASE("a daemon's tcp segments hold half a ring chunk and UCX's headers; messages around the segment size arrive intact") {
   using ringsync::service::transport::kMaxTcpSegmentBytes;
   using ringsync::service::transport::kTcpHeaderRoom;
@@ -311,15 +328,8 @@ TEST_CASE("a daemon's tcp segments hold half a ring chunk and UCX's headers; mes
   const std::size_t sizes[] = {64 * 1024, 64 * 1024 + 1, 300 * 1024 + 7};
   for (std::size_t i = 0; i < std::size(sizes); ++i) {
     CAPTURE(sizes[i]);
-    const std::vector<std::byte> out = pattern(sizes[i], static_cast<unsigned>(i + 1));
-    std::vector<std::byte> in(sizes[i]);
-    Outcome send, recv;
-    job[0]->send(1, make_tag(1, static_cast<std::uint16_t>(i), 0), out.data(), out.size(), send.callback());
-    job[1]->recv(0, make_tag(1, static_cast<std::uint16_t>(i), 0), in.data(), in.size(), recv.callback());
-    REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
-    CHECK(send.status.ok());
-    CHECK(recv.status.ok());
-    CHECK(in == out);
+    check_delivered(job, make_tag(1, static_cast<std::uint16_t>(i), 0),
+                    pattern(sizes[i], static_cast<unsigned>(i + 1)));
   }
 }
 
@@ -333,15 +343,7 @@ TEST_CASE("the largest tcp segment starts UCX with either worker-address version
     options.tcp_segment_bytes = tcp_segment_for(std::size_t{1} << 30);  // the cap
     auto job = make_job(2, options);
     ::unsetenv("UCX_ADDRESS_VERSION");
-    const std::vector<std::byte> out = pattern(kMaxTcpSegmentBytes + 4096, 3);  // one full segment and a bit
-    std::vector<std::byte> in(out.size());
-    Outcome send, recv;
-    job[0]->send(1, make_tag(2, 0, 0), out.data(), out.size(), send.callback());
-    job[1]->recv(0, make_tag(2, 0, 0), in.data(), in.size(), recv.callback());
-    REQUIRE(drive(nodes(job), [&] { return send.done && recv.done; }));
-    CHECK(send.status.ok());
-    CHECK(recv.status.ok());
-    CHECK(in == out);
+    check_delivered(job, make_tag(2, 0, 0), pattern(kMaxTcpSegmentBytes + 4096, 3));  // one full segment and a bit
   }
 }
 
