@@ -188,7 +188,7 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"handshake-timeout", Kind::kDuration, "10s", "seconds",
        "A connection that has not said hello by then is closed."},
       {"busy-poll", Kind::kDuration, "100us", "seconds",
-       "After a small collective's events (64KiB or less) the control loop, and after its last task "
+       "After a small collective's events (256KiB or less) the control loop, and after its last task "
        "the ring's thread, poll instead of sleeping for this long, which saves a wake-up per step; "
        "0 turns it off.", "0", "10ms"},
       {"control-cpus", Kind::kString, "", "",

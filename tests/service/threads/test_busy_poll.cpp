@@ -38,9 +38,14 @@ TEST_CASE("after a small collective's event the loop polls; until then and for l
   CHECK(busy.polled_handlers() == 1);  // the timer's handler ran from a poll
   CHECK(busy.empty_polls() > 0);
 
+  BusyPoll limit(10s);  // an allreduce exchanged directly at the default --inline-bytes
+  run_once(limit, ringsync::service::route::kBusyPollBytes, handlers);
+  CHECK(handlers == 4);
+  CHECK(limit.polled_handlers() == 1);
+
   BusyPoll large(10s);
   run_once(large, ringsync::service::route::kBusyPollBytes + 1, handlers);
-  CHECK(handlers == 4);
+  CHECK(handlers == 6);
   CHECK(large.polled_handlers() == 0);
   CHECK(large.empty_polls() == 0);
 }
