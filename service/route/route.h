@@ -41,8 +41,9 @@ inline constexpr std::uint64_t kInlineWorkBytes = 64 * 1024;
 // carries by default (exchanged directly, or answered with the plan), which
 // the control loop itself finishes, keeps it polling.
 // 64 KiB before: 128 KiB allreduces (2 x 2 ranks, unshaped) took a median of
-// 456 us with it and 259 us with 256 KiB in 9 alternating runs, 256 KiB 553
-// against 430; above, a 2 MiB limit made 512 KiB-2 MiB no faster.
+// 456 us with it and 259 us with 256 KiB in 9 alternating runs (faster in
+// all 9); 256 KiB 553 against 430, within its spread (faster in 5 of 9).
+// Above, a 2 MiB limit made 512 KiB-2 MiB no faster.
 inline constexpr std::uint64_t kBusyPollBytes = 256 * 1024;
 // --algorithm direct / rhd: every allreduce between nodes by that algorithm.
 inline constexpr std::uint64_t kAlways = std::numeric_limits<std::uint64_t>::max();

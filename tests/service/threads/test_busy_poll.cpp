@@ -38,7 +38,7 @@ TEST_CASE("after a small collective's event the loop polls; until then and for l
   CHECK(busy.polled_handlers() == 1);  // the timer's handler ran from a poll
   CHECK(busy.empty_polls() > 0);
 
-  BusyPoll limit(10s);  // an allreduce exchanged directly at the default --inline-bytes
+  BusyPoll limit(10s);  // a collective at the limit (test_cluster_config: the default --inline-bytes is within it)
   run_once(limit, ringsync::service::route::kBusyPollBytes, handlers);
   CHECK(handlers == 4);
   CHECK(limit.polled_handlers() == 1);
