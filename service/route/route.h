@@ -40,10 +40,8 @@ inline constexpr std::uint64_t kInlineWorkBytes = 64 * 1024;
 // As large as the default --inline-bytes, so every allreduce the control plane
 // carries by default (exchanged directly, or answered with the plan), which
 // the control loop itself finishes, keeps it polling.
-// 64 KiB before: 128 KiB allreduces (2 x 2 ranks, unshaped) took a median of
-// 456 us with it and 259 us with 256 KiB in 9 alternating runs (faster in
-// all 9); 256 KiB 553 against 430, within its spread (faster in 5 of 9).
-// Above, a 2 MiB limit made 512 KiB-2 MiB no faster.
+// (64 KiB before: 128 KiB allreduces took nearly twice as long; docs/benchmarks.md,
+// "The control loop polls after allreduces up to 256 KiB".)
 inline constexpr std::uint64_t kBusyPollBytes = 256 * 1024;
 // --algorithm direct / rhd: every allreduce between nodes by that algorithm.
 inline constexpr std::uint64_t kAlways = std::numeric_limits<std::uint64_t>::max();
