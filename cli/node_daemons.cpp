@@ -14,43 +14,13 @@
 #include <thread>
 
 #include "cli/exit_status.h"
+#include "common/loopback_port.h"
 
 namespace ringsync::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-// Distinct free TCP ports on 127.0.0.1: bind port 0 and read what the kernel
-// picked, holding every socket open until all are chosen so none repeats. Another
-// process may take one before the daemon binds it; start() retries for that.
-Result<std::vector<std::uint16_t>> free_ports(int count) {
-  std::vector<int> fds;
-  std::vector<std::uint16_t> ports;
-  Status error;
-  for (int i = 0; i < count && error.ok(); ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      error = Status::Internal(std::string("socket: ") + std::strerror(errno));
-      break;
-    }
-    fds.push_back(fd);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      error = Status::Internal(std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(errno));
-      break;
-    }
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) ::close(fd);
-  if (!error.ok()) return error;
-  return ports;
-}
-
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -117,7 +87,9 @@ Result<NodeDaemons> NodeDaemons::start(const DaemonSpec& spec, const std::functi
   for (int attempt = 0; attempt < 2; ++attempt) {
     NodeDaemons d;
     d.spec_ = spec;
-    auto ports = free_ports(spec.nodes);
+    // Another process may take a port before its daemon binds it: this
+    // loop's second attempt picks again.
+    auto ports = free_loopback_ports(spec.nodes);
     if (!ports.ok()) return ports.status();
     const fs::path hostfile = spec.run_dir / "hostfile";
     {

@@ -16,6 +16,7 @@
 #include "cli/node_daemons.h"
 #include "cli/output_prefixer.h"
 #include "cli/stop_signals.h"
+#include "common/loopback_port.h"
 #include "common/subprocess.h"
 #include "common/units.h"
 
@@ -84,19 +85,11 @@ void allow_open_files(std::size_t needed) {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-// A TCP port free on 127.0.0.1 now (bind port 0, read what the kernel picked), for
-// torch.distributed's env:// rendezvous: rank 0's store listens there. "" if none.
+// A TCP port free on 127.0.0.1 now, for torch.distributed's env:// rendezvous:
+// rank 0's store listens there (common/loopback_port.h). "" if none.
 std::string free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  ::close(fd);
-  return ok ? std::to_string(ntohs(addr.sin_port)) : "";
+  auto ports = free_loopback_ports(1);
+  return ports.ok() && !ports->empty() ? std::to_string(ports->front()) : "";
 }
 
 int millis_until(Clock::time_point t) {
