@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -19,7 +18,6 @@ namespace {
 // Below the ephemeral range: this many ports at most, never under 1024.
 constexpr int kBelowRange = 16384;
 constexpr int kTries = 256;
-
 
 std::uint16_t bound_port(int fd) {
   sockaddr_in addr{};
@@ -64,9 +62,7 @@ Result<std::vector<std::uint16_t>> free_loopback_ports_between(int count, int lo
   low = std::max(low, 1);
   high = std::min(high, 65535);
   const bool below = low <= high;
-  std::mt19937 pick(static_cast<std::mt19937::result_type>(
-      std::random_device{}() ^ static_cast<unsigned>(::getpid()) ^
-      static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count())));
+  std::mt19937 pick(std::random_device{}());
   std::uniform_int_distribution<int> port_below(low, std::max(low, high));
   // Every chosen port stays bound until all are chosen, so none repeats.
   std::vector<int> held;

@@ -32,7 +32,8 @@ std::pair<int, int> ephemeral_port_range();
 Result<std::vector<std::uint16_t>> free_loopback_ports(int count);
 
 // The same, picking at random in [low, high] (tried a few hundred times per
-// port) and as a bind to port 0 picks when nothing there is free.
+// port) and as a bind to port 0 picks when nothing there is free (or the
+// range is empty, low > high).
 Result<std::vector<std::uint16_t>> free_loopback_ports_between(int count, int low, int high);
 
 }  // namespace ringsync
