@@ -222,24 +222,34 @@ void Executor::fill_staged(std::shared_ptr<Running> running, OperationSchedule::
 
 void Executor::gather_and_ring(std::shared_ptr<Running> running, OperationSchedule::Done done) {
   make_work(*running);
-  if (auto gate = gather_gate(running)) return gather_under_ring(running, std::move(gate), std::move(done));
+  if (ring_before_gather(running)) {
+    // One local input: the ring reads it where it lies, and there is nothing to gather.
+    if (const std::byte* input = running->work->ring_input())
+      return run_ring(running, std::move(done), nullptr, nullptr, input);
+    if (auto gate = gather_gate(running)) return gather_under_ring(running, std::move(gate), std::move(done));
+  }
   gather(running, [this, running, done](const Status& status, std::string_view error_kind) {
     if (!status.ok()) return done(status, error_kind);
     run_ring(running, done);
   });
 }
 
-std::shared_ptr<GatherGate> Executor::gather_gate(const std::shared_ptr<Running>& running) {
+bool Executor::ring_before_gather(const std::shared_ptr<Running>& running) const {
   const peer_wire::Operation& op = running->planned->op;
   const NodeOperation& work = *running->work;
-  // The result check's linear sum reads the whole input when the ring starts.
+  // The result check's linear sum reads the whole buffer when the ring starts.
   if (op.kind != wire::CollectiveKind::kAllreduce || job_.num_nodes < 2 || ring_gone(running) || checks_linear_sum(op) ||
       work.buffer_bytes() <= route::kInlineWorkBytes ||
       route::data_algorithm(settings_.data_routes, op.kind, work.buffer_bytes(), job_.num_nodes) !=
           route::Algorithm::kRing)
-    return nullptr;
+    return false;
   for (const auto& t : running->planned->tensors)
-    if (t.staging) return nullptr;  // GPU tensors: their host buffers are filled first (fill_staged)
+    if (t.staging) return false;  // GPU tensors: their host buffers are filled first (fill_staged)
+  return true;
+}
+
+std::shared_ptr<GatherGate> Executor::gather_gate(const std::shared_ptr<Running>& running) {
+  const NodeOperation& work = *running->work;
   std::vector<GatherGate::Span> spans;
   for (std::size_t i = 0; i < work.gather_pieces(); ++i) {
     const NodeOperation::Span span = work.gather_span(i);
@@ -336,7 +346,8 @@ void Executor::ring_done(const std::shared_ptr<Running>& running, const Status& 
 }
 
 void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done,
-                        std::shared_ptr<GatherGate> gate, std::shared_ptr<GatherJoin> join) {
+                        std::shared_ptr<GatherGate> gate, std::shared_ptr<GatherJoin> join,
+                        const std::byte* input) {
   // With the gather beside it, nothing is reported before the pool stopped
   // writing the buffer (it may be a rank's output). A failed ring's suspicion
   // of its peers (ring_done) waits for that too: at most one gather's time.
@@ -354,6 +365,7 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
   const peer_wire::Operation& op = running->planned->op;
   ring::RingOptions options = ring_options(op);
   options.gate = gate.get();
+  options.input = input;
   const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
   const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, job_.slots);
   auto work = running->work;

@@ -1,7 +1,8 @@
 // Runs the planned operations of one job's ring on this node, in plan order,
 // each as one schedule of steps (begin()): gather the local ranks' data into
 // the ring buffer (WorkPool), run the ring (RingEngine; a ring allreduce starts
-// while the gather still runs, gather_gate.h), copy the result back
+// while the gather still runs, gather_gate.h, or reads a node's one local input
+// where it lies and gathers nothing), copy the result back
 // to every local rank (WorkPool), copy GPU tensors' results back to their GPUs
 // (WorkPool), answer them. A GPU allreduce staged chunk by chunk
 // (DeviceStaging::pipelined()) runs instead as one StagedAllreduce over its own
@@ -102,7 +103,11 @@ class Executor {
   bool checks_linear_sum(const peer_wire::Operation& op) const;
   // The ring buffer and its pieces of work (NodeOperation).
   void make_work(Running& running);
-  // The gate a ring allreduce of `running` can start under before its gather, or null.
+  // A ring allreduce that can start before its gather is over: reading its
+  // one local input where it lies (NodeOperation::ring_input()), or under a
+  // GatherGate.
+  bool ring_before_gather(const std::shared_ptr<Running>& running) const;
+  // The gate such a ring can start under, or null (pieces that overlap).
   std::shared_ptr<GatherGate> gather_gate(const std::shared_ptr<Running>& running);
   // The gather on the pool, in the order the ring reads it, as the ring runs.
   void gather_under_ring(std::shared_ptr<Running> running, std::shared_ptr<GatherGate> gate,
@@ -113,9 +118,11 @@ class Executor {
     std::function<void()> after;  // the ring's report, held until then
   };
   // The data task between the nodes (ring, halving-doubling or direct), and the
-  // result check; gate and join: its gather runs beside it (gather_under_ring).
+  // result check; gate and join: its gather runs beside it (gather_under_ring);
+  // input: a ring allreduce reads it instead of a gathered buffer (out of place).
   void run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done,
-                std::shared_ptr<GatherGate> gate = nullptr, std::shared_ptr<GatherJoin> join = nullptr);
+                std::shared_ptr<GatherGate> gate = nullptr, std::shared_ptr<GatherJoin> join = nullptr,
+                const std::byte* input = nullptr);
   // One GPU allreduce staged chunk by chunk as the ring runs.
   void run_staged(std::shared_ptr<Running> running, OperationSchedule::Done done);
   // The result back to every local rank.

@@ -21,6 +21,8 @@
 //   j's output slot m*L + i.
 // - barrier: no buffer.
 //
+// Out of place: an allreduce whose gather is one copy (see ring_input()).
+//
 // Zero copy: when the ring buffer has the layout of one rank's output (one
 // allreduce tensor, a broadcast, an allgather) and some local rank's output is
 // out of place, that output is the ring buffer: gather writes into it, the ring
@@ -74,6 +76,13 @@ class NodeOperation {
   // Whether the ring runs in a local rank's output (no buffer of its own).
   bool zero_copy() const { return buffer_ != nullptr && !owned_; }
 
+  // An allreduce of one tensor with one local input (one rank per node, or
+  // one carrier rank): the gather would only copy that input into buffer().
+  // A ring that reads it where it lies (RingOptions::input) needs no gather;
+  // the input is never written, so an in-place rank's data survives a failed
+  // ring (the scatter copies the result back). Null otherwise.
+  const std::byte* ring_input() const { return ring_input_; }
+
   std::size_t gather_pieces() const { return gather_.size(); }
   void gather_piece(std::size_t i) const { run(gather_[i]); }
   // The bytes gather piece i writes, from buffer(): [begin, begin + bytes).
@@ -106,6 +115,7 @@ class NodeOperation {
   std::size_t node_block_ = 0;
   std::byte* buffer_ = nullptr;
   std::shared_ptr<std::byte[]> owned_;  // when not a rank's output
+  const std::byte* ring_input_ = nullptr;
   std::vector<Piece> gather_;
   std::vector<Piece> scatter_;
 };

@@ -61,7 +61,8 @@ ring::TaskState CheckedResult::start_exchange() {
   words_[self + 1] = input_sum_;
   ring::RingOptions exchange = options_;
   exchange.first_step = kCheckFirstStep;
-  exchange.gate = nullptr;
+  exchange.gate = nullptr;   // the words are in their own buffer, whole
+  exchange.input = nullptr;
   exchange_ = std::make_unique<ring::Allgather>(transport_, words_.data(), words_.size(), DType::kI64, exchange);
   status_ = exchange_->post();
   if (!status_.ok()) return ring::TaskState::kError;

@@ -8,6 +8,7 @@ RingOptions Allreduce::allgather_options(const transport::Transport& transport,
                                          RingOptions options) {
   // Wraps where there are too many steps for a tag; post() refuses that case.
   options.first_step = static_cast<std::uint16_t>(options.first_step + transport.size() - 1);
+  options.input = nullptr;  // the reduced segments are in the buffer by then
   return options;
 }
 
@@ -19,7 +20,7 @@ Allreduce::Allreduce(transport::Transport& transport, void* data, std::size_t co
       allgather_(transport, data, count, dtype, allgather_options(transport, options)) {}
 
 Status Allreduce::post() {
-  refused_ = check_options("allreduce", options_, 2 * static_cast<std::size_t>(nodes_ - 1));
+  refused_ = check_options("allreduce", options_, 2 * static_cast<std::size_t>(nodes_ - 1), /*reads_input=*/true);
   if (!refused_.ok()) return refused_;
   return reduce_scatter_.post();
 }

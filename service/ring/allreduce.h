@@ -1,4 +1,6 @@
-// Ring allreduce, in place on a node's buffer of `count` elements: a ring
+// Ring allreduce on a node's buffer of `count` elements, in place or reading
+// the node's input from options.input (then the reduce-scatter reads it and
+// every byte of the buffer is written: the input needs no copy): a ring
 // reduce-scatter, then a ring allgather of the reduced segments over the same
 // buffer (UCC's allreduce_ring chains the two the same way). Each node sends
 // 2(N-1)/N of the buffer, the bandwidth lower bound.

@@ -12,7 +12,18 @@ std::string prefix(std::string_view algorithm) { return "ring " + std::string(al
 
 }  // namespace
 
-Status check_options(std::string_view algorithm, const RingOptions& options, std::size_t steps) {
+Status check_options(std::string_view algorithm, const RingOptions& options, std::size_t steps,
+                     bool reads_input) {
+  if (options.input != nullptr && !reads_input) {
+    return Status::InvalidArgument(prefix(algorithm) +
+                                   "reads its input from its buffer; gather the input there and "
+                                   "pass no separate input");
+  }
+  if (options.input != nullptr && options.gate != nullptr) {
+    return Status::InvalidArgument(prefix(algorithm) +
+                                   "has both a stage gate and a separate input; a gate fills the "
+                                   "buffer with the input, so pass one of them");
+  }
   if (options.chunk_bytes == 0) {
     return Status::InvalidArgument(prefix(algorithm) +
                                    "chunk_bytes is 0; pass the largest message size in bytes "
@@ -30,6 +41,20 @@ Status check_options(std::string_view algorithm, const RingOptions& options, std
                                    std::to_string(options.first_step + steps - 1) +
                                    " but a tag holds steps up to 65535; the ring has too many "
                                    "nodes for this collective");
+  }
+  return Status::Ok();
+}
+
+Status check_input(std::string_view algorithm, const void* input, const void* data, std::size_t count,
+                   DType dtype) {
+  if (input == nullptr || input == data || count == 0) return Status::Ok();
+  const auto in = reinterpret_cast<std::uintptr_t>(input);
+  const auto out = reinterpret_cast<std::uintptr_t>(data);
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (in < out + bytes && out < in + bytes) {
+    return Status::InvalidArgument(prefix(algorithm) +
+                                   "the input overlaps the buffer without being it; pass disjoint "
+                                   "buffers, or the buffer alone (in place)");
   }
   return Status::Ok();
 }

@@ -11,8 +11,15 @@
 
 namespace ringsync::service::ring {
 
-// Options for a task that uses `steps` tag steps from options.first_step on.
-Status check_options(std::string_view algorithm, const RingOptions& options, std::size_t steps);
+// Options for a task that uses `steps` tag steps from options.first_step on;
+// `reads_input`: the task reads options.input (others refuse one).
+Status check_options(std::string_view algorithm, const RingOptions& options, std::size_t steps,
+                     bool reads_input = false);
+
+// An out-of-place input (options.input) of `count` elements beside `data`:
+// the buffer itself or disjoint from it.
+Status check_input(std::string_view algorithm, const void* input, const void* data, std::size_t count,
+                   DType dtype);
 
 // A buffer of `count` elements of `dtype` at `data` (null only when count is 0).
 Status check_buffer(std::string_view algorithm, const void* data, std::size_t count, DType dtype);

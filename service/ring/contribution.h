@@ -14,6 +14,10 @@ namespace ringsync::service::ring {
 // the result by `divisor` there, once.
 void fold_contribution(std::byte* place, const std::byte* scratch, std::size_t bytes, DType dtype, ReduceOp op,
                        std::size_t divisor, bool last);
+// The same, out of place: place = own op scratch, where `own` (this node's
+// data for the range) is `place` itself or does not overlap it.
+void fold_contribution(std::byte* place, const std::byte* own, const std::byte* scratch, std::size_t bytes,
+                       DType dtype, ReduceOp op, std::size_t divisor, bool last);
 
 // A job of one node: its buffer is already the whole reduction. Avg still
 // divides, and the gate (may be null) hears that the buffer is final.

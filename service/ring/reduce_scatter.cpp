@@ -1,6 +1,7 @@
 #include "service/ring/reduce_scatter.h"
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 
 #include "common/reduce.h"
@@ -15,6 +16,7 @@ ReduceScatter::ReduceScatter(transport::Transport& transport, void* data, std::s
                              const RingOptions& options)
     : ChunkPipeline(transport, "reduce-scatter", options.window, options.gate),
       data_(static_cast<std::byte*>(data)),
+      input_(options.input != nullptr ? static_cast<const std::byte*>(options.input) : data_),
       dtype_(dtype),
       op_(op),
       divisor_(divisor),
@@ -26,7 +28,8 @@ Status ReduceScatter::plan() {
   const int r = transport().rank();
   Status valid = check_buffer(algorithm(), data_, partition_.count(), dtype_);
   if (valid.ok()) valid = check_reduction(algorithm(), op_, divisor_);
-  if (valid.ok()) valid = check_options(algorithm(), options_, static_cast<std::size_t>(n - 1));
+  if (valid.ok()) valid = check_input(algorithm(), input_, data_, partition_.count(), dtype_);
+  if (valid.ok()) valid = check_options(algorithm(), options_, static_cast<std::size_t>(n - 1), /*reads_input=*/true);
   if (!valid.ok()) return valid;
 
   const std::size_t elem = dtype_size(dtype_);
@@ -41,7 +44,8 @@ Status ReduceScatter::plan() {
       // Send segment r-s-1: this node's own data at step 0, afterwards the
       // partial result received and reduced at step s-1.
       [&](const RingChunk& c, std::optional<PlannedRecv> forwards) {
-        const Send send{right, tag(c), data_ + c.range.begin * elem, c.range.count * elem, 0,
+        const std::byte* from = forwards ? data_ : input_;
+        const Send send{right, tag(c), from + c.range.begin * elem, c.range.count * elem, 0,
                         /*own_input=*/forwards == std::nullopt};
         forwards ? plan_send(send, *forwards) : plan_send(send);
       },
@@ -54,13 +58,15 @@ Status ReduceScatter::plan() {
         return planned;
       });
 
-  // With one node the buffer is already the whole reduction; avg still divides.
+  // With one node the input is already the whole reduction; avg still divides.
+  if (n == 1 && input_ != data_ && partition_.count() > 0) std::memcpy(data_, input_, partition_.count() * elem);
   if (n == 1 && op_ == ReduceOp::kAvg) reduce::divide(data_, partition_.count(), dtype_, divisor_);
   return Status::Ok();
 }
 
 void ReduceScatter::land(std::size_t index, const Recv& recv, const std::byte* scratch) {
-  fold_contribution(recv.place, scratch, recv.bytes, dtype_, op_, divisor_, index >= last_step_first_recv_);
+  const std::byte* own = input_ + (recv.place - data_);
+  fold_contribution(recv.place, own, scratch, recv.bytes, dtype_, op_, divisor_, index >= last_step_first_recv_);
 }
 
 }  // namespace ringsync::service::ring

@@ -12,6 +12,11 @@
 // the number of contributions (N, or N*L when each node already holds a sum
 // of L ranks' buffers). Integers divide the wrapped sum, truncating.
 //
+// Out of place (options.input): the input is read where the steps above read
+// "its own copy" (the step-0 send and each reduction, srcs = {input, received}
+// into the buffer), and never written. Segment r-1, which the ring never
+// reduces here, is left as it was in the buffer.
+//
 // Segments other than r hold partial results afterwards. f16 and bf16 partial
 // sums are rounded to the element type at every step (they travel as that
 // type), unlike one local reduction, which accumulates in f32 and rounds once.
@@ -41,6 +46,7 @@ class ReduceScatter : public ChunkPipeline {
   void land(std::size_t index, const Recv& recv, const std::byte* scratch) override;
 
   std::byte* data_;
+  const std::byte* input_;  // this node's input: data_ unless out of place
   DType dtype_;
   ReduceOp op_;
   std::size_t divisor_;

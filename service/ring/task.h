@@ -72,6 +72,13 @@ struct RingOptions {
   // Where the buffer is filled and drained while the task runs (stage_gate.h);
   // null: the buffer holds this node's data from the start.
   StageGate* gate = nullptr;
+  // Out of place: this node's input, element for element beside the buffer
+  // (same count), read where the task would read its own data from the
+  // buffer; the buffer then needs no copy of it and the input is never
+  // written. Either the buffer itself or not overlapping it; not with a gate.
+  // Only the reduce-scatter and the ring allreduce read it; the other tasks
+  // refuse it. Null: in place.
+  const void* input = nullptr;
 };
 
 }  // namespace ringsync::service::ring

@@ -118,6 +118,8 @@ void check_allreduce(rs_context_t* ctx, bool shared, std::size_t count, ringsync
   expect_ok(s, name.c_str());
   EXPECT(bytes == 0 || std::memcmp(recv, expected.data(), bytes) == 0, "%s: wrong result",
          name.c_str());
+  EXPECT(in_place || bytes == 0 || std::memcmp(send, all[g_rank].data(), bytes) == 0, "%s: the input changed",
+         name.c_str());
 }
 
 void check_broadcast(rs_context_t* ctx, bool shared, std::size_t count, int root) {

@@ -338,7 +338,7 @@ int main(int argc, char** argv) {
     check_allreduce(ctx, false, 5, ringsync::DType::kI32, ringsync::ReduceOp::kSum, false);
   } else if (scenario == "node-mismatch") {  // node-mismatch NODE
     scenario_node_mismatch(ctx, std::stoi(arg(2, "1")));
-  } else if (scenario == "expect-error") {  // expect-error STATUS TEXT [COUNT]: one allreduce fails so
+  } else if (scenario == "expect-error") {  // expect-error STATUS TEXT [COUNT [intact]]: one allreduce fails so
     std::vector<float> buf(std::stoul(arg(4, "1024")), 1.0f);
     rs_request_t* req = nullptr;
     expect_ok(rs_allreduce_async(ctx, "doomed", buf.data(), buf.data(), buf.size(), RS_F32, RS_SUM,
@@ -346,6 +346,11 @@ int main(int argc, char** argv) {
               "submit");
     mark("submitted");
     expect_status(finish(RS_SUCCESS, &req, "doomed"), arg(2, "").c_str(), arg(3, "").c_str());
+    // intact: the failure came after the data moved between the nodes (a
+    // result check), and the in-place buffer still holds the rank's input.
+    if (arg(5, "") == "intact")
+      EXPECT(std::all_of(buf.begin(), buf.end(), [](float v) { return v == 1.0f; }),
+             "doomed: the failed allreduce wrote into the rank's in-place buffer");
   } else if (scenario == "submit-wait") {  // submit-wait NAME SECONDS [COUNT]: one allreduce, bounded wait
     const std::string name = arg(2, "x");
     g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(arg(3, "30")));

@@ -194,3 +194,32 @@ TEST_CASE("staging buffers: reuse within a byte budget; small ones are never kep
   orphan.get()[0] = std::byte{1};
   orphan.reset();
 }
+
+TEST_CASE("node operation: one local input is the ring's input where it lies, in place or not") {
+  std::vector<float> send(10, 2.0f), recv(10, -1.0f), both(10, 3.0f);
+  OperationShape shape{wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 0, 0, 2, 1};
+  // Out of place: the ring runs in the output and reads the input beside it.
+  NodeOperation apart(shape, {10}, {{of(send, recv)}}, 16);
+  CHECK(apart.zero_copy());
+  CHECK(apart.ring_input() == reinterpret_cast<const std::byte*>(send.data()));
+  // In place: a buffer of its own, so a failed ring leaves the input as it was.
+  NodeOperation same(shape, {10}, {{of(both, both)}}, 16);
+  CHECK_FALSE(same.zero_copy());
+  CHECK(same.ring_input() == reinterpret_cast<const std::byte*>(both.data()));
+  CHECK(same.scatter_pieces() == 3);  // the result back into the rank's buffer
+
+  // Two local inputs are reduced first; two tensors are fused first: nothing to read in place.
+  std::vector<float> send2(10, 1.0f), recv2(10, 0.0f);
+  shape.local_size = 2;
+  NodeOperation two(shape, {10}, {{of(send, recv), of(send2, recv2)}}, 16);
+  CHECK(two.ring_input() == nullptr);
+  shape.local_size = 1;
+  std::vector<float> small(4, 1.0f), small_out(4, 0.0f);
+  NodeOperation fused(shape, {10, 4}, {{of(send, recv)}, {of(small, small_out)}}, 16);
+  CHECK(fused.ring_input() == nullptr);
+  // A rank without an input (a GPU job's non-carrier rank) beside the one with it.
+  shape.local_size = 2;
+  local::Contribution receives_only{nullptr, reinterpret_cast<std::byte*>(recv2.data())};
+  NodeOperation carrier(shape, {10}, {{of(send, recv), receives_only}}, 16);
+  CHECK(carrier.ring_input() == reinterpret_cast<const std::byte*>(send.data()));
+}
