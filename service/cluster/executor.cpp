@@ -267,6 +267,7 @@ bool Executor::checks_linear_sum(const peer_wire::Operation& op) const {
 void Executor::gather_under_ring(std::shared_ptr<Running> running, std::shared_ptr<GatherGate> gate,
                                  OperationSchedule::Done done) {
   auto work = running->work;
+  metrics_.gathered_bytes.with().inc(static_cast<double>(work->gather_bytes()));
   auto order = std::make_shared<const std::vector<std::size_t>>(
       gate->ring_order(work->buffer_bytes(), dtype_size(work->shape().dtype), job_.num_nodes, job_.node_rank));
   auto join = std::make_shared<GatherJoin>();
@@ -305,6 +306,7 @@ void Executor::make_work(Running& running) {
 
 void Executor::gather(std::shared_ptr<Running> running, OperationSchedule::Done done) {
   auto work = running->work;
+  metrics_.gathered_bytes.with().inc(static_cast<double>(work->gather_bytes()));
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);
     return done(Status::Ok(), "");
@@ -359,7 +361,7 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
     step();
   };
   if (pool_.cancelled()) return report([done] { done(kShutDown(), ""); });
-  if (timeline_ && !join)
+  if (timeline_ && !join && input == nullptr)  // with an input nothing was gathered
     for (const auto& name : running->planned->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
   if (auto gone = ring_gone(running)) return report([done, why = *gone] { done(why, ""); });
   const peer_wire::Operation& op = running->planned->op;

@@ -138,6 +138,12 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
   }
 }
 
+std::size_t NodeOperation::gather_bytes() const {
+  std::size_t bytes = 0;
+  for (const Piece& p : gather_) bytes += p.count * elem_;
+  return bytes;
+}
+
 void NodeOperation::add(std::vector<Piece>& into, std::byte* dst,
                         std::vector<const std::byte*> srcs, std::size_t count) {
   for (std::size_t done = 0; done < count; done += chunk_elems_) {

@@ -76,14 +76,16 @@ class NodeOperation {
   // Whether the ring runs in a local rank's output (no buffer of its own).
   bool zero_copy() const { return buffer_ != nullptr && !owned_; }
 
-  // An allreduce of one tensor with one local input (one rank per node, or
-  // one carrier rank): the gather would only copy that input into buffer().
-  // A ring that reads it where it lies (RingOptions::input) needs no gather;
-  // the input is never written, so an in-place rank's data survives a failed
-  // ring (the scatter copies the result back). Null otherwise.
+  // An allreduce of one tensor with one local input (one rank per node): the
+  // gather would only copy that input into buffer(). A ring that reads it
+  // where it lies (RingOptions::input) needs no gather and never writes it;
+  // an in-place rank's buffer is not buffer(), and gets the result from the
+  // scatter, after the ring. Null otherwise.
   const std::byte* ring_input() const { return ring_input_; }
 
   std::size_t gather_pieces() const { return gather_.size(); }
+  // The bytes the whole gather writes into buffer().
+  std::size_t gather_bytes() const;
   void gather_piece(std::size_t i) const { run(gather_[i]); }
   // The bytes gather piece i writes, from buffer(): [begin, begin + bytes).
   struct Span {

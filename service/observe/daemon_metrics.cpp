@@ -108,6 +108,10 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                                 "Operations run over the data plane between nodes, by algorithm: ring (the "
                                 "pipelined ring), halving-doubling or direct (small and mid-size allreduces; --algorithm).",
                                 {"algorithm"})),
+      gathered_bytes(r.counter("ringsync_gathered_bytes_total",
+                               "Bytes reduced or copied from local ranks' buffers into ring buffers before they "
+                               "go between the nodes (none for a ring allreduce of one local input: the ring "
+                               "reads it where it lies).")),
       fused_tensors(r.counter("ringsync_fused_tensors_total",
                               "Tensors that ran inside ring operations.")),
       inline_operations(r.counter("ringsync_inline_operations_total",

@@ -75,6 +75,7 @@ struct DaemonMetrics {
   metrics::GaugeFamily& link_rate;
   metrics::CounterFamily& ring_operations;    // op
   metrics::CounterFamily& data_operations;    // algorithm
+  metrics::CounterFamily& gathered_bytes;
   metrics::CounterFamily& fused_tensors;
   metrics::CounterFamily& inline_operations;
   metrics::HistogramFamily& negotiation;

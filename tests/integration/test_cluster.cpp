@@ -181,10 +181,34 @@ TEST_CASE("cluster: 2 nodes x 2 ranks: every collective") {
   // 256 KiB, on 2 nodes), the 3 MiB ones run the ring.
   CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "3", "1001", "786433"}));
   CHECK(all_running(cluster));
-  for (int node = 0; node < cluster.nodes(); ++node)
+  for (int node = 0; node < cluster.nodes(); ++node) {
     CHECK_MESSAGE(
         metric_value(cluster.metrics(node), "ringsync_inline_operations_total{path=\"direct\"}").value_or(0) > 0,
         node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
+    // Two local ranks: the ring's input is their reduction, gathered first.
+    CHECK_MESSAGE(metric_value(cluster.metrics(node), "ringsync_gathered_bytes_total").value_or(0) > 0,
+                  node_metric_summary(cluster, {"ringsync_gathered_bytes_total"}));
+  }
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+}
+
+TEST_CASE("cluster: 2 nodes x 1 rank: a ring allreduce reads each rank's input where it lies") {
+  ClusterFixture cluster(cluster_options(2, 1));
+  // Four 4 MiB f32 sums (past --rhd-max-bytes: the ring), in place and out of
+  // place in turn; each result is checked, and each out-of-place input is
+  // checked unchanged.
+  CHECK(run_job(cluster, "one-input", {"verify-loop", "f32", "1048576", "4"}));
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    CAPTURE(node);
+    const std::string metrics = cluster.metrics(node);
+    const std::string summary =
+        node_metric_summary(cluster, {"ringsync_data_plane_operations_total", "ringsync_gathered_bytes_total"});
+    CHECK_MESSAGE(metric_value(metrics, "ringsync_data_plane_operations_total{algorithm=\"ring\"}").value_or(0) >= 4,
+                  summary);
+    // Nothing was copied into a ring buffer first.
+    CHECK_MESSAGE(metric_value(metrics, "ringsync_gathered_bytes_total").value_or(-1) == 0, summary);
+  }
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }

@@ -34,8 +34,8 @@ ClusterOptions three_nodes(std::vector<std::string> flags, int corrupt_node) {
 
 TEST_CASE("integrity: with --verify-results all a corrupted copy fails the allreduce on every rank, naming the node") {
   ClusterFixture cluster(three_nodes({"--verify-results=all"}, 1));
-  // 1 MiB: past --inline-bytes, so it runs between the nodes and is checked.
-  // In place, and the ring read it where it lies: the failed result never
+  // 1 MiB: past --inline-bytes, so it runs between the nodes (the direct
+  // algorithm, on 3 nodes) and is checked. In place: the failed result never
   // reached the ranks' buffers.
   CHECK(run_job(cluster, "corrupt-all", {"expect-error", "mismatch", "node 1 holds 0x", "262144", "intact"}));
   for (int node = 0; node < cluster.nodes(); ++node) {
@@ -52,8 +52,10 @@ TEST_CASE("integrity: with --verify-results all a corrupted copy fails the allre
 TEST_CASE("integrity: with --verify-results sample a corruption in a sampled window is caught") {
   ClusterFixture cluster(three_nodes({"--verify-results=sample"}, 2));
   // 4 MiB: larger than the windows together, so only the sample is read; the
-  // hook flips a bit of the first window.
-  CHECK(run_job(cluster, "corrupt-sample", {"expect-error", "mismatch", "node 2 holds 0x", "1048576"}));
+  // hook flips a bit of the first window. In place, by the ring (past
+  // --rhd-max-bytes), which reads each rank's input where it lies: the failed
+  // result never reached the ranks' buffers.
+  CHECK(run_job(cluster, "corrupt-sample", {"expect-error", "mismatch", "node 2 holds 0x", "1048576", "intact"}));
   for (int node = 0; node < cluster.nodes(); ++node)
     CHECK(metric_value(cluster.metrics(node), "ringsync_integrity_failures_total") == 1.0);
   CHECK(cluster.stop_all() == "");

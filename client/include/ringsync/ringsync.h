@@ -11,6 +11,9 @@
  * trainer and daemon. Any other host pointer works too; it is copied through a
  * shared buffer that the request borrows from a per-connection pool (one copy in
  * before the collective, one copy out before the request reports completion).
+ * The daemon reads and writes buffers from rs_alloc() where they are, for as
+ * long as the collective runs: from submission until the request completes,
+ * leave sendbuf unwritten and recvbuf alone.
  * GPU memory (cudaMalloc) works as well, with no copies through the trainer: see
  * "GPU buffers" below.
  *
