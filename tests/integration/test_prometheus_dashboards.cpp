@@ -172,8 +172,9 @@ TEST_CASE("prometheus: dashboards' queries return data and SlowLink names the sh
   REQUIRE_NETNS();
   REQUIRE_MESSAGE(std::filesystem::exists(kPrometheus), "needs Prometheus (scripts/install-deps.sh installs it)");
   NetnsHosts hosts(kHosts);
-  // The shaped host sends at 200 Mbit/s; the others' veths move GB/s.
-  const auto [tc_code, tc_output] = hosts.run(kShaped, "tc qdisc add dev eth0 root tbf rate 200mbit burst 64kb latency 100ms");
+  // The shaped host sends at 50 Mbit/s through a short queue; the others' veths
+  // move GB/s.
+  const auto [tc_code, tc_output] = hosts.run(kShaped, "tc qdisc add dev eth0 root tbf rate 50mbit burst 64kb latency 10ms");
   REQUIRE_MESSAGE(tc_code == 0, "tc tbf: ", tc_output);
 
   ClusterOptions o;
@@ -186,7 +187,7 @@ TEST_CASE("prometheus: dashboards' queries return data and SlowLink names the sh
   for (int i = 0; i < kHosts; ++i) o.places.push_back({hosts.address(i), 29517, hosts.launcher(i)});
   // Metrics on each host's own address, for the Prometheus in host 0; the link
   // rate the alerts compare with is the shaped one's (no BusBandwidthLow).
-  o.extra_flags = {"--metrics-address", "0.0.0.0:" + std::to_string(kMetricsPort), "--link-rate", "200Mbit"};
+  o.extra_flags = {"--metrics-address", "0.0.0.0:" + std::to_string(kMetricsPort), "--link-rate", "50Mbit"};
   ClusterFixture cluster(o);
 
   TempDir dir;
