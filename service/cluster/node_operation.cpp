@@ -68,12 +68,9 @@ NodeOperation::NodeOperation(const OperationShape& shape, std::vector<std::size_
         for (const auto& c : tensors[t])
           if (c.send != nullptr) srcs.push_back(c.send);
         if (!srcs.empty()) add(gather_, base + offset * elem_, srcs, counts[t]);
-        if (tensors.size() == 1 && srcs.size() == 1 && buffer_count_ > 0) {
-          const auto in = reinterpret_cast<std::uintptr_t>(srcs[0]);
-          const auto out = reinterpret_cast<std::uintptr_t>(base);
-          const std::size_t bytes = buffer_count_ * elem_;
-          if (in + bytes <= out || out + bytes <= in) ring_input_ = srcs[0];
-        }
+        // Disjoint from the buffer: the one sender's own output when that is
+        // apart from its input (the carrier above), a buffer of our own otherwise.
+        if (tensors.size() == 1 && srcs.size() == 1 && buffer_count_ > 0) ring_input_ = srcs[0];
         for (const auto& c : tensors[t])
           if (c.recv != nullptr && c.recv != base + offset * elem_)
             add(scatter_, c.recv, {base + offset * elem_}, counts[t]);
