@@ -18,19 +18,15 @@ import csv
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_report import human  # noqa: E402  (sizes named as compare.md names them)
+
 PEERS = [("openmpi", "Open MPI"), ("gloo", "Gloo"), ("torch", "torch gloo")]
 REGIMES = ["shaped", "unshaped"]
 
 
 class Refused(Exception):
     pass
-
-
-def human(size):
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {unit}"
-    return f"{size} B"
 
 
 def time_text(us):
@@ -87,7 +83,7 @@ def table(runs, collective="allreduce"):
     if not regimes:
         raise Refused(f"no {collective} rows with ringsync and a peer in {', '.join(runs)}")
     names = dict(PEERS)
-    peer_of = {r: {c[(r, s)][2] for c in measured for s in {k[1] for k in c} if (r, s) in c} for r in regimes}
+    peer_of = {r: {cell[2] for c in measured for (regime, _), cell in c.items() if regime == r} for r in regimes}
     head, rule = ["size"], ["---:"]
     for r in regimes:
         peer = names[next(iter(peer_of[r]))] if len(peer_of[r]) == 1 else "best peer"
