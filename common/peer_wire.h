@@ -17,8 +17,10 @@ namespace ringsync::peer_wire {
 
 // 3: RankLeft, NodeDrained; 4: reduce-scatter, alltoall; 5: challenge-response, no key in the hello;
 // 6: UCX tcp segments that follow the ring chunk (transport::tcp_segment_for), whose fragments a
-// daemon before it, with 256 KiB receive segments, cannot take (UCX aborts on them)
-inline constexpr std::uint32_t kProtocolVersion = 6;
+// daemon before it, with 256 KiB receive segments, cannot take (UCX aborts on them);
+// 7: ucx_address holds a data-plane offer (locality and one or two workers,
+// service/transport/ucx_offer.h), no longer a bare UCX worker address
+inline constexpr std::uint32_t kProtocolVersion = 7;
 
 struct PeerHello {
   std::uint32_t protocol_version = kProtocolVersion;

@@ -238,8 +238,10 @@ void Membership::describe_links(const transport::Transport& transport) {
     const std::string lanes = transport.peer_transports(static_cast<int>(peer));
     if (lanes.empty()) continue;
     const std::string address = peer < job_.nodes.size() ? control_address(job_.nodes[peer]) : "";
-    metrics_.peer_transports.with({job_.id, std::to_string(peer), address, lanes}).set(1);
-    summary += (summary.empty() ? "" : "; ") + cluster::node_name(job_, peer) + " over " + lanes;
+    const std::string avoided = data_plane_->link_note(static_cast<int>(peer));
+    metrics_.peer_transports.with({job_.id, std::to_string(peer), address, lanes, avoided}).set(1);
+    summary += (summary.empty() ? "" : "; ") + cluster::node_name(job_, peer) + " over " + lanes +
+               (avoided.empty() ? "" : " (" + avoided + ")");
   }
   if (!summary.empty()) RS_LOG(info, "ucx") << "job '" << job_.id << "': " << summary;
 }

@@ -130,8 +130,9 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                              "Tensors announced to the coordinator in full.")),
       peer_transports(r.gauge("ringsync_peer_transports_info",
                               "What UCX chose for the link to each peer node of the job's ring, as transport/"
-                              "device lanes (tcp/eth0, rc_mlx5/mlx5_0:1, ...); the value is always 1.",
-                              {"job_id", "peer", "peer_address", "transports"})),
+                              "device lanes (tcp/eth0, rc_mlx5/mlx5_0:1, ...), and why transports it could "
+                              "otherwise use were avoided (avoided; empty when none were); the value is always 1.",
+                              {"job_id", "peer", "peer_address", "transports", "avoided"})),
       peers_lost(r.counter("ringsync_peers_lost_total",
                            "Times the job's ring was torn down because a node was lost or left.", {"job_id"})),
       integrity_failures(r.counter("ringsync_integrity_failures_total",

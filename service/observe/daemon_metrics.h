@@ -81,7 +81,7 @@ struct DaemonMetrics {
   metrics::HistogramFamily& negotiation;
   metrics::CounterFamily& cache_hits;
   metrics::CounterFamily& cache_misses;
-  metrics::GaugeFamily& peer_transports;      // job_id, peer, peer_address, transports: info, always 1
+  metrics::GaugeFamily& peer_transports;      // job_id, peer, peer_address, transports, avoided: info, always 1
   metrics::CounterFamily& peers_lost;         // job_id
   metrics::CounterFamily& integrity_failures; // job_id: --verify-results found copies that differ
   metrics::GaugeFamily& build_info;           // version, kernel_isa
