@@ -125,7 +125,7 @@ struct Encoder {
   }
   std::pair<fb::PeerBody, Offset> operator()(const Goodbye& m) {
     auto reason = b.CreateString(m.reason);
-    return {fb::PeerBody::Goodbye, fb::CreateGoodbye(b, m.epoch, reason, m.finished, m.lost_node).Union()};
+    return {fb::PeerBody::Goodbye, fb::CreateGoodbye(b, m.epoch, reason, m.finished, m.lost_node, m.timed_out).Union()};
   }
   std::pair<fb::PeerBody, Offset> operator()(const RankLeft& m) {
     auto reason = b.CreateString(m.reason);
@@ -259,7 +259,7 @@ Result<Message> decode(std::span<const std::uint8_t> body) {
       return decode_plan(*frame->body_as_Plan());
     case fb::PeerBody::Goodbye: {
       const auto* m = frame->body_as_Goodbye();
-      return Message(Goodbye{m->epoch(), str(m->reason()), m->finished(), m->lost_node()});
+      return Message(Goodbye{m->epoch(), str(m->reason()), m->finished(), m->lost_node(), m->timed_out()});
     }
     case fb::PeerBody::RankLeft: {
       const auto* m = frame->body_as_RankLeft();

@@ -140,6 +140,7 @@ struct Goodbye {
   std::string reason;
   bool finished = false;  // the job's run ended everywhere: close quietly
   std::int32_t lost_node = -1;  // whom the reason is about; -1: nobody in particular
+  bool timed_out = false;       // a deadline ran out: no node is lost (schemas/peer.fbs)
 };
 // Goodbye::lost_node of a link's own watchdog: the receiver itself went silent.
 inline constexpr std::int32_t kLostNodeYou = -2;

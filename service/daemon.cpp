@@ -76,6 +76,7 @@ Status Daemon::start() {
   if (!config_.metrics_address.empty() && config_.metrics_address != "off") {
     observe::MetricsServerOptions options;
     options.not_ready = [this] { return not_ready(); };
+    options.in_flight = [this] { return in_flight_json(); };
     auto server = observe::MetricsServer::start(
         io_, config_.metrics_address,
         [this] {
@@ -267,6 +268,7 @@ void Daemon::schedule_sweep() {
   // Fine enough to honour both deadlines to within a quarter of the shorter one.
   auto shorter = std::min(config_.collective_timeout, config_.stall_warning);
   if (config_.rank_liveness_timeout.count() > 0) shorter = std::min(shorter, config_.rank_liveness_timeout);
+  if (config_.cluster.progress_timeout.count() > 0) shorter = std::min(shorter, config_.cluster.progress_timeout);
   const auto period = std::clamp<std::chrono::nanoseconds>(
       shorter / 4, std::chrono::milliseconds(10), std::chrono::seconds(1));
   sweep_timer_.expires_after(period);

@@ -59,6 +59,9 @@ class Daemon {
   // Why /readyz answers 503 ("" when ready): starting, shutting down, or the
   // pre-configured job's ring not formed.
   std::string not_ready();
+  // GET /debug/inflight: what every operation of every job waits for here, as
+  // JSON (daemon_inflight.cpp; docs/observability.md, "What is waiting").
+  std::string in_flight_json();
 
   // Called by sessions on the control thread. A non-ok Status means the client
   // broke the protocol: the session sends it and closes.

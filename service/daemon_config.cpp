@@ -107,6 +107,7 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   if (c.peer_timeout < 2 * c.heartbeat_interval)
     return Status::InvalidArgument("peer-timeout must be at least twice heartbeat-interval, or a healthy "
                                    "peer would be declared lost" + from(cfg, "peer-timeout"));
+  c.progress_timeout = cfg.get_duration("progress-timeout");
   c.cycle_time = cfg.get_duration("cycle-time");
   c.fusion_threshold_bytes = cfg.get_bytes("fusion-threshold");
   c.inline_bytes = cfg.get_bytes("inline-bytes");
@@ -269,6 +270,11 @@ const std::vector<config::Tunable>& daemon_tunables() {
       {"heartbeat-interval", Kind::kDuration, "500ms", "seconds", "Heartbeats between daemons."},
       {"peer-timeout", Kind::kDuration, "5s", "seconds",
        "A peer daemon silent for this long is lost: the job's collectives fail with 'peer lost'."},
+      {"progress-timeout", Kind::kDuration, "20s", "seconds",
+       "An operation between the nodes that moves no data-plane bytes for this long (or a local phase of it, "
+       "the gather or the copy-out, that takes this long) fails on every node, naming the node that waits and "
+       "the peer and link it waits for, and the ring forms again; a slow link that moves bytes is never cut. "
+       "0 leaves only --collective-timeout."},
       {"cycle-time", Kind::kDuration, "1ms", "seconds",
        "Negotiation cycle: tensors that become ready within one cycle are planned (and fused) together.", "0", "1s"},
       {"fusion-threshold", Kind::kBytes, "128MiB", "bytes",

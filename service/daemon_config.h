@@ -51,6 +51,7 @@ struct ClusterConfig {
   std::chrono::nanoseconds join_timeout{0};        // --join-timeout, default 60s
   std::chrono::nanoseconds heartbeat_interval{0};  // --heartbeat-interval, 500ms
   std::chrono::nanoseconds peer_timeout{0};        // --peer-timeout, default 5s
+  std::chrono::nanoseconds progress_timeout{0};    // --progress-timeout, default 20s; 0: off (docs/cluster.md, "Deadlines")
   std::chrono::nanoseconds cycle_time{0};          // --cycle-time, default 1ms
   std::uint64_t fusion_threshold_bytes = 0;        // --fusion-threshold, 128MiB
   std::uint64_t inline_bytes = 0;                  // --inline-bytes, default 256KiB

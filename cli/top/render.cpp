@@ -121,6 +121,22 @@ void stalls_section(const View& view, std::string& out) {
   out += lines.empty() ? "  none\n" : "\n" + lines;
 }
 
+void waiting_section(const View& view, std::string& out) {
+  out += "\nWAITING";
+  const Waiting& w = view.waiting;
+  if (w.rows.empty()) {
+    out += "  none\n";
+  } else {
+    out += "  what each collective not done yet waits for (the daemons' /debug/inflight), oldest first\n";
+    Table table({"INSTANCE", "JOB", "NODE", "PHASE", "WHAT", "AGE", "WAITS FOR"});
+    for (const WaitRow& r : w.rows)
+      table.add({r.instance, r.job_id, r.node, r.phase, r.what, format_wait(r.age_seconds), r.waits_for});
+    table.append_to(out);
+    for (const std::string& verdict : w.verdicts) out += "  => " + verdict + "\n";
+  }
+  for (const std::string& unread : w.unread) out += "  (no in-flight view from " + unread + ")\n";
+}
+
 void errors_section(const View& view, std::string& out) {
   out += "\nERRORS";
   if (view.interval_seconds <= 0) {
@@ -169,6 +185,7 @@ std::string render(const View& view, const Frame& frame) {
   links_section(view, out);
   ranks_section(view, out);
   stalls_section(view, out);
+  waiting_section(view, out);
   errors_section(view, out);
   return out;
 }

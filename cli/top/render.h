@@ -1,4 +1,5 @@
-// The view as text: a header line and four tables (nodes, links, ranks, errors),
+// The view as text: a header line and its sections (nodes, links, ranks, stalled
+// tensors, waiting, errors),
 // plain (no escape codes) so that --once output can be read by scripts; the live
 // screen wraps the same text in cursor movements.
 #pragma once

@@ -56,7 +56,7 @@ asio::awaitable<Result<std::string>> fetch(Target target, std::chrono::nanosecon
   http::request<http::empty_body> request{http::verb::get, target.path, 11};
   request.set(http::field::host, target.instance());
   request.set(http::field::user_agent, std::string("ringsync-top/") + kVersion);
-  request.set(http::field::accept, "text/plain");
+  request.set(http::field::accept, target.path == "/debug/inflight" ? "application/json" : "text/plain");
   request.set(http::field::connection, "close");
   co_await http::async_write(stream, request, asio::redirect_error(asio::use_awaitable, ec));
   if (ec == beast::error::timeout) co_return late("sending the request");
@@ -90,6 +90,9 @@ asio::awaitable<Scrape> scrape_one(Target target, std::chrono::nanoseconds timeo
     scrape.samples = std::move(samples);
   else
     scrape.samples = Status::ProtocolError(target.path + " is not Prometheus text: " + samples.status().message());
+  Target in_flight = target;
+  in_flight.path = "/debug/inflight";
+  scrape.in_flight = co_await fetch(in_flight, timeout);
   co_return scrape;
 }
 

@@ -288,6 +288,7 @@ View make_view(const std::vector<Scrape>& previous, const std::vector<Scrape>& c
   }
   mark_slowest(view.links);
   mark_latest(view.ranks);
+  view.waiting = waiting_of(current, job_id);
   return view;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/top/scrape.h"
+#include "cli/top/waiting.h"
 
 namespace ringsync::cli::top {
 
@@ -57,6 +58,7 @@ struct View {
   std::vector<LinkRow> links;
   std::vector<RankRow> ranks;
   std::vector<ErrorRow> errors;
+  Waiting waiting;  // from the latest scrape's in-flight views
   int nodes_up() const;
 };
 

@@ -43,14 +43,6 @@ const char* ring_phase(wire::CollectiveKind kind) {
 
 Status kShutDown() { return Status::Closed("ringsyncd shut down during the collective"); }
 
-// "allreduce 'grad'", "allreduce 'a' and 3 more fused", for the result check's error.
-std::string describe(const peer_wire::Operation& op) {
-  std::string text(wire::collective_kind_name(op.kind));
-  if (!op.names.empty()) text += " '" + op.names.front() + "'";
-  if (op.names.size() > 1) text += " and " + std::to_string(op.names.size() - 1) + " more fused";
-  return text + " (sequence " + std::to_string(op.sequence) + ")";
-}
-
 // Records the two phases of a ring allreduce on the timeline, from the engine
 // thread, as the task moves from reduce-scatter to allgather.
 class TimedAllreduce final : public ring::Task {
@@ -101,6 +93,24 @@ class GatedTask final : public ring::Task {
   std::unique_ptr<ring::Task> inner_;  // declared last, destroyed first: it may read the gate to the end
 };
 
+// A data task over a transport that records every message it posts and
+// completes (transport/watched.h): what the progress deadline and the
+// in-flight view read.
+class WatchedTask final : public ring::Task {
+ public:
+  WatchedTask(transport::Transport& transport, std::shared_ptr<transport::OperationWatch> watch,
+              const RingEngine::MakeTask& make)
+      : wire_(std::make_unique<transport::WatchedTransport>(transport, std::move(watch))), inner_(make(*wire_)) {}
+  Status post() override { return inner_->post(); }
+  ring::TaskState progress() override { return inner_->progress(); }
+  void abort(const Status& why) override { inner_->abort(why); }
+  const Status& status() const override { return inner_->status(); }
+
+ private:
+  std::unique_ptr<transport::WatchedTransport> wire_;  // declared first, destroyed last: the task posts through it
+  std::unique_ptr<ring::Task> inner_;
+};
+
 }  // namespace
 
 Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings, threads::WorkPool& pool,
@@ -122,10 +132,11 @@ Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig
 
 Executor::~Executor() = default;
 
-void Executor::formed(std::uint64_t epoch, RingEngine* engine) {
+void Executor::formed(std::uint64_t epoch, RingEngine* engine, std::vector<std::string> lanes) {
   formed_ = true;
   epoch_ = epoch;
   engine_ = engine;
+  lanes_ = std::move(lanes);
   if (settings_.verify_results != integrity::VerifyResults::kOff)
     metrics_.integrity_failures.with({job_.id}).inc(0);  // the series exists from the first ring on
 }
@@ -139,7 +150,7 @@ void Executor::lost(const Status& why) {
   auto queued = std::move(queued_);
   queued_.clear();
   for (auto& r : queued)
-    for (auto& t : r->planned->tensors) hooks_.fail(t, why, "peer_lost");
+    for (auto& t : r->planned->tensors) hooks_.fail(t, why, why.code() == StatusCode::kTimeout ? "timeout" : "peer_lost");
   for (auto& r : std::exchange(held_, {})) complete(r, why);
 }
 
@@ -148,17 +159,6 @@ void Executor::submit(std::shared_ptr<PlannedOperation> operation) {
   running->planned = std::move(operation);
   queued_.push_back(std::move(running));
   start_operations();
-}
-
-std::optional<Status> Executor::stuck(Clock::time_point now, Clock::duration timeout) const {
-  for (const auto& [sequence, started] : active_) {
-    if (now - started < timeout) continue;
-    return Status::Timeout("ring operation " + std::to_string(sequence) + " of job '" + job_.id +
-                           "' made no progress for " +
-                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now - started).count()) +
-                           " s (--collective-timeout): the data path between the nodes is stuck");
-  }
-  return std::nullopt;
 }
 
 void Executor::start_operations() {
@@ -172,6 +172,7 @@ void Executor::start_operations() {
 void Executor::begin(std::shared_ptr<Running> running) {
   const peer_wire::Operation& op = running->planned->op;
   running->started = Clock::now();
+  running->phase_since = running->started;
   metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
   metrics_.fused_tensors.with().inc(static_cast<double>(op.names.size()));
   if (op.kind == wire::CollectiveKind::kBarrier) {
@@ -181,7 +182,7 @@ void Executor::begin(std::shared_ptr<Running> running) {
   }
   ++in_flight_;
   running->epoch = epoch_;
-  active_[op.sequence] = running->started;
+  active_[op.sequence] = running;
   // The operation on this node, top to bottom (each step after the one before
   // it succeeded; the first failure completes the operation).
   using Done = OperationSchedule::Done;
@@ -204,6 +205,7 @@ void Executor::begin(std::shared_ptr<Running> running) {
 }
 
 void Executor::fill_staged(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+  enter(*running, Phase::kStageIn);
   std::vector<std::shared_ptr<device::DeviceStaging>> unfilled;
   for (const auto& t : running->planned->tensors)
     if (t.staging && t.staging->pipelined()) unfilled.push_back(t.staging);
@@ -305,6 +307,7 @@ void Executor::make_work(Running& running) {
 }
 
 void Executor::gather(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+  enter(*running, Phase::kGather);
   auto work = running->work;
   metrics_.gathered_bytes.with().inc(static_cast<double>(work->gather_bytes()));
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
@@ -377,6 +380,8 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
   const route::Algorithm algorithm =
       route::data_algorithm(settings_.data_routes, op.kind, work->buffer_bytes(), job_.num_nodes);
   metrics_.data_operations.with({route::algorithm_name(algorithm)}).inc();
+  enter(*running, Phase::kDataPlane);
+  running->algorithm = route::algorithm_name(algorithm);
   RingEngine::MakeTask make_data = [work, options, divisor, root_node, timeline, names, algorithm, gate](transport::Transport& t)
       -> std::unique_ptr<ring::Task> {
     const auto& s = work->shape();
@@ -430,6 +435,12 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
                                                         options, spec, check);
     };
   }
+  // Every message of the data task and its check is recorded for the
+  // progress deadline and the in-flight view.
+  running->watch = std::make_shared<transport::OperationWatch>(running->phase_since);
+  make = [inner = std::move(make), watch = running->watch](transport::Transport& t) -> std::unique_ptr<ring::Task> {
+    return std::make_unique<WatchedTask>(t, watch, inner);
+  };
   // A ring allreduce records its two halves itself (TimedAllreduce); every
   // other data task is one phase, from the hand-off to the ring's thread to its end.
   const bool timed_inside = op.kind == wire::CollectiveKind::kAllreduce && algorithm == route::Algorithm::kRing;
@@ -464,12 +475,17 @@ void Executor::run_staged(std::shared_ptr<Running> running, OperationSchedule::D
   const std::size_t copy_bytes = staging->pipeline_chunk();
   std::function<void()> wake = engine_->waker();
   const Clock::time_point ring_start = Clock::now();
-  RingEngine::MakeTask make = [staging, options, divisor, count, dtype = op.dtype, reduction = op.op, copy_bytes,
+  enter(*running, Phase::kDataPlane);
+  running->algorithm = "staged ring";
+  running->watch = std::make_shared<transport::OperationWatch>(running->phase_since);
+  RingEngine::MakeTask make_staged = [staging, options, divisor, count, dtype = op.dtype, reduction = op.op, copy_bytes,
                                wake](transport::Transport& t) -> std::unique_ptr<ring::Task> {
     staging->copier().set_wakeup(wake);  // copies finish off the transport: they must wake the engine
     return std::make_unique<StagedAllreduce>(t, staging->copier(), staging->staged_buffers(), count, dtype,
                                              reduction, divisor, options, copy_bytes, staging);
   };
+  RingEngine::MakeTask make = [inner = std::move(make_staged), watch = running->watch](transport::Transport& t)
+      -> std::unique_ptr<ring::Task> { return std::make_unique<WatchedTask>(t, watch, inner); };
   engine_->run(std::move(make), [this, running, staging, ring_start, done = std::move(done)](const Status& status) {
     if (timeline_)
       for (const auto& name : running->planned->op.names) timeline_->phase(name, "STAGED_ALLREDUCE", ring_start, Clock::now());
@@ -479,6 +495,7 @@ void Executor::run_staged(std::shared_ptr<Running> running, OperationSchedule::D
 }
 
 void Executor::scatter(std::shared_ptr<Running> running, OperationSchedule::Done done) {
+  enter(*running, Phase::kCopyOut);
   auto work = running->work;
   const Clock::time_point start = Clock::now();
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
@@ -504,6 +521,7 @@ void Executor::stage_out(std::shared_ptr<Running> running, OperationSchedule::Do
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].staging) staged.push_back(i);
   if (staged.empty()) return done(Status::Ok(), "");
+  enter(*running, Phase::kStageOut);
   running->copied_back.assign(tensors.size(), Status::Ok());
   const Clock::time_point start = Clock::now();
   pool_.run(

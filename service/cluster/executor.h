@@ -35,6 +35,7 @@
 #include "service/daemon_config.h"
 #include "service/observe/daemon_metrics.h"
 #include "service/threads/work_pool.h"
+#include "service/transport/watched.h"
 
 namespace ringsync::service::observe {
 class Timeline;
@@ -65,7 +66,8 @@ class Executor {
   ~Executor();
 
   // A ring formed: operations of this epoch run on `engine` (valid until lost()).
-  void formed(std::uint64_t epoch, RingEngine* engine);
+  // lanes[peer]: what carries the data-plane link to each node, for messages.
+  void formed(std::uint64_t epoch, RingEngine* engine, std::vector<std::string> lanes = {});
   // The ring is gone: queued operations fail with `why` now; running ones fail
   // through their engine's callbacks.
   void lost(const Status& why);
@@ -73,10 +75,46 @@ class Executor {
   void submit(std::shared_ptr<PlannedOperation> operation);
   // Nothing queued and nothing running.
   bool idle() const { return in_flight_ == 0 && queued_.empty(); }
-  // A ring operation running for longer than `timeout`: why the ring is stuck.
-  std::optional<Status> stuck(Clock::time_point now, Clock::duration timeout) const;
+
+  // Deadlines of running operations (executor_deadlines.cpp; docs/cluster.md,
+  // "Deadlines"). The first operation past one, and why: it started more than
+  // `collective_timeout` ago; its data plane moved no bytes for
+  // `progress_timeout`; or one of its local phases (GPU stage-in, gather,
+  // copy-out, GPU stage-out) has run for `progress_timeout` (0: no progress
+  // deadline). The reason names this node, the phase, and what it waits for.
+  std::optional<Status> overdue(Clock::time_point now, Clock::duration collective_timeout,
+                                Clock::duration progress_timeout) const;
+  // Logs what each operation running for `after` (--stall-warning) waits
+  // for, once per operation, and counts it (ringsync_stall_reports_total).
+  // Returns how many run that long.
+  std::size_t report_stalls(Clock::time_point now, Clock::duration after);
+
+  // One running operation, as the daemon's in-flight view shows it.
+  struct InFlight {
+    std::uint32_t sequence = 0;
+    std::string kind;
+    std::vector<std::string> names;
+    std::uint64_t bytes = 0;
+    std::string phase;      // "GPU stage-in", "gather", "data plane", "copy-out", "GPU stage-out"
+    std::string algorithm;  // of the data plane: "ring", "halving-doubling", "direct"
+    double age_seconds = 0;    // since it started here
+    double phase_seconds = 0;  // in this phase
+    // The data plane's: bytes of completed messages, seconds since one last
+    // completed, and the oldest message outstanding (with its peer's name and link).
+    std::uint64_t bytes_moved = 0;
+    double idle_seconds = 0;
+    std::optional<transport::OperationWatch::Waiting> waiting;
+    double waiting_seconds = 0;
+    std::string peer;  // "node 1 (10.0.0.2:29517)"
+    std::string link;  // "tcp/eth0"
+    std::string summary;  // the whole of it in a sentence, as the log and errors say it
+  };
+  std::vector<InFlight> in_flight(Clock::time_point now) const;
 
  private:
+  // Where a running operation is: which deadline applies, and what the
+  // in-flight view shows.
+  enum class Phase : std::uint8_t { kStageIn, kGather, kDataPlane, kCopyOut, kStageOut };
   struct Running {
     std::shared_ptr<PlannedOperation> planned;
     std::shared_ptr<NodeOperation> work;
@@ -84,7 +122,17 @@ class Executor {
     Clock::time_point started;
     // By tensor, once stage_out ran: a GPU copy-back that failed (Ok otherwise).
     std::vector<Status> copied_back;
+    Phase phase = Phase::kStageIn;
+    Clock::time_point phase_since;
+    const char* algorithm = "";  // the data plane's, once it started
+    std::shared_ptr<transport::OperationWatch> watch;  // the data plane's messages
+    bool stall_told = false;  // report_stalls() named it
   };
+  static const char* phase_name(Phase phase);
+  // "allreduce 'grad' (sequence 7)", "allreduce 'a' and 3 more fused (sequence 8)".
+  static std::string describe(const peer_wire::Operation& op);
+  void enter(Running& running, Phase phase);
+  InFlight view(const Running& running, Clock::time_point now) const;
 
   void start_operations();
   // Builds the operation's schedule (operation_schedule.h) and starts it; its
@@ -159,7 +207,8 @@ class Executor {
   std::deque<std::shared_ptr<Running>> queued_;
   std::vector<std::shared_ptr<Running>> held_;  // failed on the ring, waiting for lost()
   std::size_t in_flight_ = 0;
-  std::map<std::uint32_t, Clock::time_point> active_;  // by sequence: started ring operations
+  std::map<std::uint32_t, std::shared_ptr<Running>> active_;  // by sequence: started ring operations
+  std::vector<std::string> lanes_;  // by peer: what carries the link (formed())
 };
 
 }  // namespace ringsync::service::cluster

@@ -196,7 +196,7 @@ void JobRing::maybe_finish() {
 }
 
 void JobRing::on_formed(std::uint64_t epoch) {
-  executor_.formed(epoch, membership_->engine());
+  executor_.formed(epoch, membership_->engine(), membership_->peer_lanes());
   negotiator_.formed(epoch, membership_.get());
   if (auto notice = std::exchange(unsent_notice_, std::nullopt)) rank_left(notice->global_rank, notice->why, notice->clean);
 }
@@ -207,7 +207,7 @@ void JobRing::on_lost(const Status& why, bool quiet) {
   drained_ = false;
   drained_nodes_.clear();
   executor_.lost(why);
-  negotiator_.lost(why, "peer_lost", /*keep_held=*/quiet);
+  negotiator_.lost(why, why.code() == StatusCode::kTimeout ? "timeout" : "peer_lost", /*keep_held=*/quiet);
   if (quiet) {
     if (hooks_.finished) hooks_.finished();
   } else if (hooks_.ring_lost) {
@@ -241,9 +241,13 @@ void JobRing::on_message(std::uint32_t from, peer_wire::Message message) {
 
 std::size_t JobRing::sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout) {
   membership_->sample_links(now);
-  // A ring operation that runs for longer than the collective timeout is stuck
-  // (a data path that stalled while heartbeats still flow): start over.
-  if (auto stuck = executor_.stuck(now, timeout)) membership_->lose(*stuck);
+  // A ring operation past one of its deadlines is stuck (a data path that
+  // stalled while heartbeats still flow, a local phase that never ends): the
+  // ring starts over, and every node's ranks get why (executor.h, overdue()).
+  if (auto stuck = executor_.overdue(now, timeout, settings_.progress_timeout)) {
+    RS_LOG(error, "collective") << stuck->message();
+    membership_->lose(*stuck);
+  }
   // A tensor ready here that the other nodes never readied in time: the job
   // cannot go on consistently (a late plan would run it for ranks already told
   // it failed, with buffers they may have reused), so the ring starts over and
@@ -261,7 +265,7 @@ std::size_t JobRing::sweep(Clock::time_point now, Clock::duration stall_after, C
   if (!job_.preconfigured && drained_ && now - drained_at_ > settings_.join_timeout)
     membership_->lose(Status::Closed(node_name(job_, job_.node_rank) + " of job '" + job_.id +
                                      "' is done with it (every rank here left) and closed the ring"));
-  return negotiator_.report_stalls(now, stall_after);
+  return negotiator_.report_stalls(now, stall_after) + executor_.report_stalls(now, stall_after);
 }
 
 }  // namespace ringsync::service::cluster

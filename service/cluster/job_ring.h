@@ -95,6 +95,17 @@ class JobRing {
   // Returns the number of tensors stalled across nodes.
   std::size_t sweep(Clock::time_point now, Clock::duration stall_after, Clock::duration timeout);
 
+  // What this node's part of the job waits for now (the daemon's in-flight
+  // view): tensors ready here in negotiation, and the operations running.
+  struct InFlight {
+    std::vector<Negotiator::WaitingTensor> planning;
+    std::vector<Executor::InFlight> operations;
+  };
+  InFlight in_flight(Clock::time_point now) const {
+    return {negotiator_.waiting_view(now), executor_.in_flight(now)};
+  }
+  std::uint64_t epoch() const { return membership_->epoch(); }
+
   const JobSpec& job() const { return job_; }
   std::uint32_t node_rank() const { return job_.node_rank; }
   std::uint32_t num_nodes() const { return job_.num_nodes; }

@@ -12,6 +12,7 @@
 #include "service/cluster/local_network.h"
 #include "service/cluster/peer_auth.h"
 #include "service/threads/thread_cpus.h"
+#include "service/transport/test_drop.h"
 
 namespace ringsync::service::cluster {
 
@@ -191,8 +192,17 @@ Status Membership::form(Joined joined) {
     if (job_.node_rank != 0 && peer == 0) link_samples_[peer].control = joined.coordinator;
   }
   last_link_sample_ = Clock::now();
-  metrics_.peers_lost.with({job_.id}).inc(0);  // the series exists from the first ring on
-  auto counting = std::make_unique<transport::CountingTransport>(std::move(transport).value(), link_counters_);
+  metrics_.peers_lost.with({job_.id}).inc(0);  // the series exist from the first ring on
+  metrics_.missed_wakeups.with({job_.id}).inc(0);
+  missed_wakeups_seen_ = 0;
+  std::unique_ptr<transport::Transport> data = std::move(transport).value();
+  if (auto drop = transport::drop_send(); drop && drop->node == job_.node_rank && n > 1) {
+    RS_LOG(warn, "ring") << transport::kDropSendEnv << " is set: node " << job_.node_rank << " of job '" << job_.id
+                         << "' drops its data-plane send number " << drop->nth
+                         << " on purpose (a test hook; never set it outside tests)";
+    data = std::make_unique<transport::DroppingTransport>(std::move(data), drop->nth);
+  }
+  auto counting = std::make_unique<transport::CountingTransport>(std::move(data), link_counters_);
   {
     threads::ThreadCpusScope spread(settings_.thread_cpus);  // the ring's thread
     engine_ = std::make_unique<RingEngine>(
@@ -232,10 +242,12 @@ Status Membership::form(Joined joined) {
 
 void Membership::describe_links(const transport::Transport& transport) {
   metrics_.peer_transports.erase_where("job_id", job_.id);  // a new ring may have chosen other lanes
+  peer_lanes_.assign(job_.num_nodes, "");
   std::string summary;
   for (std::uint32_t peer = 0; peer < job_.num_nodes; ++peer) {
     if (peer == job_.node_rank) continue;
     const std::string lanes = transport.peer_transports(static_cast<int>(peer));
+    peer_lanes_[peer] = lanes;
     if (lanes.empty()) continue;
     const std::string address = peer < job_.nodes.size() ? control_address(job_.nodes[peer]) : "";
     const std::string avoided = data_plane_->link_note(static_cast<int>(peer));
@@ -306,6 +318,10 @@ void Membership::on_peer_message(std::uint32_t from, peer_wire::Message message)
            node_name(job_.node_rank) + " of job '" + job_.id + "' was cut off or stopped");
       return;
     }
+    if (goodbye->timed_out) {  // a deadline, not a loss: every node reports it as given
+      lose(Status::Timeout(goodbye->reason), -1);
+      return;
+    }
     lose(Status::PeerLost(goodbye->reason), goodbye->lost_node >= 0 ? goodbye->lost_node
                                                                     : static_cast<std::int32_t>(from));
     return;
@@ -332,7 +348,9 @@ void Membership::lose(const Status& why, bool quiet, std::int32_t lost_node, con
     RS_LOG(error, "ring") << why.message() << "; failing the job's collectives; " << next;
   }
   metrics_.ring_nodes.with({job_.id}).set(0);
-  if (!quiet) {
+  if (!quiet && why.code() == StatusCode::kTimeout) {
+    metrics_.error("timeout");  // a deadline ran out; no node was lost
+  } else if (!quiet) {
     metrics_.peers_lost.with({job_.id}).inc();
     metrics_.error("peer_lost");
   }
@@ -399,6 +417,23 @@ void Membership::on_late_hello(const std::shared_ptr<PeerLink>& link, const peer
 
 void Membership::sample_links(Clock::time_point now) {
   std::erase_if(retired_, [](const auto& engine) { return engine->outstanding() == 0; });
+  if (engine_) {
+    const std::uint64_t missed = engine_->missed_wakeups();
+    if (missed > missed_wakeups_seen_) {
+      metrics_.missed_wakeups.with({job_.id}).inc(static_cast<double>(missed - missed_wakeups_seen_));
+      if (missed_wakeups_seen_ == 0) {
+        std::string lanes;
+        for (std::uint32_t peer = 0; peer < peer_lanes_.size(); ++peer)
+          if (!peer_lanes_[peer].empty()) lanes += (lanes.empty() ? "" : "; ") + node_name(peer) + " over " + peer_lanes_[peer];
+        RS_LOG(warn, "ucx") << "job '" << job_.id << "': the data plane found messages that had arrived without "
+                            << "waking it (" << missed << " so far): the transport to its peers (" << lanes
+                            << ") loses wake-ups, and each costs up to "
+                            << RingEngine::kInFlightSleep.count()
+                            << " ms. Pin --ucx-transports tcp,self if it goes on (docs/ucx.md)";
+      }
+      missed_wakeups_seen_ = missed;
+    }
+  }
   if (!link_counters_) return;
   const double seconds = std::chrono::duration<double>(now - last_link_sample_).count();
   for (std::size_t peer = 0; peer < link_samples_.size(); ++peer) {

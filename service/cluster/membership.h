@@ -90,6 +90,9 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   bool formed() const { return formed_; }
   std::uint64_t epoch() const { return epoch_; }
   RingEngine* engine() { return engine_.get(); }
+  // What carries the data-plane link to each node of the formed ring, by node
+  // rank ("tcp/eth0"; "" for this node and where UCX cannot tell).
+  const std::vector<std::string>& peer_lanes() const { return peer_lanes_; }
   // Engines of lost rings whose aborted operations are still being delivered.
   bool settled() const;
   // Adds the bytes moved to and from each peer since the last call to the
@@ -149,6 +152,8 @@ class Membership : public ControlPlane, public std::enable_shared_from_this<Memb
   std::vector<std::shared_ptr<PeerLink>> worker_links_;  // node 0, by node rank
   std::unique_ptr<RingEngine> engine_;
   std::vector<std::unique_ptr<RingEngine>> retired_;
+  std::vector<std::string> peer_lanes_;
+  std::uint64_t missed_wakeups_seen_ = 0;  // of engine_, added to the metric
   // The link metrics: what the data plane (UCX) and the control links moved,
   // by peer, as last added to the counters.
   struct LinkSample {

@@ -85,6 +85,18 @@ class Negotiator {
   // A tensor ready here that the other nodes did not ready within `timeout`:
   // why the job cannot go on consistently.
   std::optional<Status> expired(Clock::time_point now, Clock::duration timeout) const;
+  // A tensor ready here and waiting for its plan (negotiation) or for the
+  // other nodes' contributions (direct exchange), for the in-flight view.
+  struct WaitingTensor {
+    std::string name;
+    Clock::time_point ready_at;
+    const char* path = "negotiation";  // or "direct exchange"
+    // Where this node knows (node 0 for both paths, every node for a direct
+    // exchange): the nodes that readied it and those that have not yet.
+    std::vector<std::uint32_t> ready_nodes;
+    std::vector<std::uint32_t> missing_nodes;
+  };
+  std::vector<WaitingTensor> waiting_view(Clock::time_point now) const;
   // Node 0: logs tensors ready on some nodes and missing on others for
   // `stall_after` (once each); returns how many there are (0 elsewhere).
   std::size_t report_stalls(Clock::time_point now, Clock::duration stall_after);

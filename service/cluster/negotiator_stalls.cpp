@@ -1,6 +1,8 @@
 // The stall report on node 0 (Horovod's stall inspector, across nodes).
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "common/log.h"
 #include "service/cluster/negotiator.h"
@@ -58,6 +60,32 @@ void Negotiator::remember_paths() {
   if (direct_)
     for (const auto& stall : direct_->stalled(now, Clock::duration::zero()))
       if (lost_paths_.size() < kLostPathsKept || lost_paths_.count(stall.name)) keep(stall.name).direct = stall.ready_nodes;
+}
+
+std::vector<Negotiator::WaitingTensor> Negotiator::waiting_view(Clock::time_point now) const {
+  std::map<std::string, negotiation::Coordinator::Stall> known;
+  if (coordinator_)
+    for (auto& stall : coordinator_->stalled(now, Clock::duration::zero())) known[stall.name] = std::move(stall);
+  std::set<std::string> direct;
+  if (direct_)
+    for (auto& stall : direct_->stalled(now, Clock::duration::zero())) {
+      direct.insert(stall.name);
+      known[stall.name] = std::move(stall);
+    }
+  std::vector<WaitingTensor> out;
+  for (const auto& [name, waiting] : waiting_) {
+    if (waiting.ready_at.empty()) continue;
+    WaitingTensor t;
+    t.name = name;
+    t.ready_at = waiting.ready_at.front();
+    if (direct.count(name) || (direct_ && !direct_->waiting_nodes(name).empty())) t.path = "direct exchange";
+    if (auto it = known.find(name); it != known.end()) {
+      t.ready_nodes = it->second.ready_nodes;
+      t.missing_nodes = it->second.missing_nodes;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 std::size_t Negotiator::report_stalls(Clock::time_point now, Clock::duration stall_after) {

@@ -84,7 +84,7 @@ void PeerLink::close(const Status& why) {
 
 void PeerLink::goodbye(const Status& why, bool finished, std::int32_t lost_node) {
   if (closed_ || leaving_) return;
-  send(peer_wire::Goodbye{0, why.message(), finished, lost_node});
+  send(peer_wire::Goodbye{0, why.message(), finished, lost_node, why.code() == StatusCode::kTimeout});
   leaving_ = why;
   heartbeat_timer_.cancel();
   on_message_ = nullptr;

@@ -136,6 +136,7 @@ void RingEngine::loop() {
   ::pthread_setname_np(::pthread_self(), "rs-ring");  // in top -H, perf, /proc
   int idle = 0;
   std::chrono::steady_clock::time_point last_busy{};
+  bool slept_out = false;  // the last sleep ended at its bound, with tasks in flight
   for (;;) {
     {
       std::lock_guard lock(mu_);
@@ -143,6 +144,8 @@ void RingEngine::loop() {
     }
     take_commands();
     bool busy = transport_->progress();
+    if (busy && slept_out) missed_wakeups_.fetch_add(1, std::memory_order_relaxed);
+    slept_out = false;
     busy = progress_tasks() || busy;
     if (busy) {
       idle = 0;
@@ -164,12 +167,16 @@ void RingEngine::loop() {
     if (fd >= 0 && !transport_->arm()) continue;  // work arrived while arming
     pollfd fds[2] = {{wake_fd_->fd, POLLIN, 0}, {fd, POLLIN, 0}};
     // Without a wake-up fd, commands are seen only by polling: never block.
+    // With tasks in flight, never without a bound (see the header).
     const bool wakeable = wake_fd_->fd >= 0;
-    const int timeout = wakeable && (fd >= 0 || items_.empty()) ? -1 : kNoFdSleepMs;
+    const int timeout = !wakeable || (fd < 0 && !items_.empty()) ? kNoFdSleepMs
+                        : items_.empty()                          ? -1
+                                                                  : static_cast<int>(kInFlightSleep.count());
     const int n = ::poll(fds, fd >= 0 ? 2 : 1, timeout);
     if (n < 0 && errno != EINTR) {
       RS_LOG(error, "ring") << "poll failed: " << std::strerror(errno);
     }
+    slept_out = n == 0 && fd >= 0 && !items_.empty();
     if (wakeable && (fds[0].revents & POLLIN)) {
       std::uint64_t count = 0;
       [[maybe_unused]] ssize_t r = ::read(wake_fd_->fd, &count, sizeof(count));

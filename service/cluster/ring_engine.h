@@ -9,6 +9,13 @@
 // it keeps polling (and yielding) for `idle_poll`, since a training step's
 // next operation usually follows within it and a sleeping engine costs a
 // wake-up to start it. An idle engine sleeps.
+//
+// No sleep is without a bound while tasks are in flight: the thread looks at
+// its transport every kInFlightSleep even when nothing woke it. Work found
+// then is a wake-up the transport failed to give (missed_wakeups()): the
+// operation goes on, slowly, instead of hanging, and the daemon says so. UCX's
+// shared memory loses every wake-up between network namespaces
+// (transport/locality.h); the data plane avoids it there, this is the net.
 #pragma once
 
 #include <atomic>
@@ -57,6 +64,12 @@ class RingEngine {
 
   // Tasks handed to run() whose outcome has not been delivered yet.
   std::size_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
+  // Times the thread, sleeping with tasks in flight and woken by nothing but
+  // its bound, found completions waiting: wake-ups the transport lost.
+  std::uint64_t missed_wakeups() const { return missed_wakeups_.load(std::memory_order_relaxed); }
+
+  // The longest the thread sleeps while tasks are in flight.
+  static constexpr std::chrono::milliseconds kInFlightSleep{100};
 
   int nodes() const { return nodes_; }
   int rank() const { return rank_; }
@@ -99,6 +112,7 @@ class RingEngine {
   // Engine thread only.
   std::vector<Item> items_;
   std::atomic<std::size_t> outstanding_{0};
+  std::atomic<std::uint64_t> missed_wakeups_{0};
   bool cancelled_transport_ = false;
   std::thread thread_;
 };

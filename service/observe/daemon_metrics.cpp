@@ -135,6 +135,11 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
                               {"job_id", "peer", "peer_address", "transports", "avoided"})),
       peers_lost(r.counter("ringsync_peers_lost_total",
                            "Times the job's ring was torn down because a node was lost or left.", {"job_id"})),
+      missed_wakeups(r.counter("ringsync_data_plane_missed_wakeups_total",
+                               "Times the data plane's thread, asleep with operations in flight, found messages "
+                               "that had arrived without waking it (its transport lost the wake-up; each costs "
+                               "up to 100 ms).",
+                               {"job_id"})),
       integrity_failures(r.counter("ringsync_integrity_failures_total",
                                    "Collectives the result check (--verify-results) failed because the nodes' "
                                    "copies of a result differ: silent data corruption in a node's memory or on the "
@@ -200,6 +205,7 @@ void DaemonMetrics::forget_job(std::string_view job) {
   link_bandwidth.erase_where("job_id", job);
   peer_transports.erase_where("job_id", job);
   peers_lost.erase_where("job_id", job);
+  missed_wakeups.erase_where("job_id", job);
   integrity_failures.erase_where("job_id", job);
   bus_bytes.erase_where("job_id", job);
   device_collectives.erase_where("job_id", job);

@@ -83,6 +83,7 @@ struct DaemonMetrics {
   metrics::CounterFamily& cache_misses;
   metrics::GaugeFamily& peer_transports;      // job_id, peer, peer_address, transports, avoided: info, always 1
   metrics::CounterFamily& peers_lost;         // job_id
+  metrics::CounterFamily& missed_wakeups;     // job_id: data-plane wake-ups the transport lost
   metrics::CounterFamily& integrity_failures; // job_id: --verify-results found copies that differ
   metrics::GaugeFamily& build_info;           // version, kernel_isa
   metrics::GaugeFamily& gpu_devices;          // GPUs NVML reports; 0 without NVML

@@ -22,6 +22,7 @@ constexpr std::string_view kIndexPage =
     "<h1>ringsyncd</h1>\n"
     "<p><a href=\"/metrics\">Metrics</a> (Prometheus text format)</p>\n"
     "<p><a href=\"/healthz\">Alive</a> and <a href=\"/readyz\">ready</a></p>\n"
+    "<p><a href=\"/debug/inflight\">What each in-flight operation waits for</a> (JSON)</p>\n"
     "</body></html>\n";
 
 Response make_response(http::status status, unsigned version, bool keep_alive, std::string_view content_type,
@@ -60,7 +61,8 @@ Response answer(const MetricsServerOptions& options, const std::function<std::st
     return make_response(http::status::bad_request, version, keep_alive, "application/json",
                          error.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
-  if (path != "/metrics" && path != "/" && path != "/healthz" && path != "/readyz") {
+  const bool in_flight = path == "/debug/inflight" && options.in_flight;
+  if (path != "/metrics" && path != "/" && path != "/healthz" && path != "/readyz" && !in_flight) {
     return make_response(http::status::not_found, version, keep_alive, kText,
                          "not found; metrics are at /metrics\n");
   }
@@ -79,6 +81,13 @@ Response answer(const MetricsServerOptions& options, const std::function<std::st
     } catch (const std::exception& e) {
       res = make_response(http::status::internal_server_error, version, keep_alive, kText,
                           std::string("cannot render metrics: ") + e.what() + "\n");
+    }
+  } else if (in_flight) {
+    try {
+      res = make_response(http::status::ok, version, keep_alive, "application/json", options.in_flight());
+    } catch (const std::exception& e) {
+      res = make_response(http::status::internal_server_error, version, keep_alive, kText,
+                          std::string("cannot render the in-flight view: ") + e.what() + "\n");
     }
   } else if (path == "/healthz") {
     res = make_response(http::status::ok, version, keep_alive, kText, "ok\n");

@@ -1,6 +1,7 @@
 // The daemon's HTTP endpoint for Prometheus: GET /metrics (and HEAD), / with a
 // link to it, /healthz (alive: 200 while the daemon's loop answers) and /readyz
-// (ready: 200, or 503 with the reason, for readiness probes); optionally POST
+// (ready: 200, or 503 with the reason, for readiness probes), /debug/inflight
+// (JSON: what each in-flight operation waits for); optionally POST
 // /v3/... for the rendezvous store a daemon can serve (options.post). HTTP/1.1 with keep-alive, one coroutine per connection,
 // on the caller's io_context.
 //
@@ -37,6 +38,8 @@ struct MetricsServerOptions {
   std::size_t max_connections = 64;
   // Why the daemon is not ready yet ("" when it is), for /readyz; unset: always ready.
   std::function<std::string()> not_ready;
+  // The JSON of GET /debug/inflight (what every operation waits for); unset: 404.
+  std::function<std::string()> in_flight;
   // POST /v3/... with a JSON body of at most body_limit bytes (the rendezvous
   // store a daemon may serve, rendezvous/served_store.h): the handler's JSON
   // answer, or its error as HTTP 400 with etcd's error object. Unset: 404.

@@ -123,6 +123,8 @@ TEST_CASE("peer messages survive encode and decode") {
   CHECK(c.tensors[1].data.empty());
 
   CHECK(std::get<Goodbye>(round_trip(Goodbye{4, "shutting down"})).reason == "shutting down");
+  CHECK_FALSE(std::get<Goodbye>(round_trip(Goodbye{4, "shutting down"})).timed_out);
+  CHECK(std::get<Goodbye>(round_trip(Goodbye{4, "moved no data", false, -1, true})).timed_out);
 
   auto roster = std::get<Roster>(round_trip(Roster{2, {{0, {1, 2}}, {1, {3}}, {2, {}}}}));
   CHECK(roster.epoch == 2);

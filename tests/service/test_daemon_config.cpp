@@ -72,7 +72,7 @@ TEST_CASE("the table: every tunable has a flag-style name, help, and a unit wher
                                        "handshake-timeout", "busy-poll", "control-cpus", "client-channel", "hostfile", "hosts", "node-rank",
                                        "control-address", "job-id", "job-token", "job-token-file", "tls-cert", "tls-key", "tls-ca",
                                        "join-timeout",
-                                       "heartbeat-interval", "peer-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
+                                       "heartbeat-interval", "peer-timeout", "progress-timeout", "cycle-time", "fusion-threshold", "inline-bytes",
                                        "response-cache", "ring-chunk-bytes", "ring-window", "gpu-staging-chunk", "ucx-transports",
                                        "ucx-net-devices", "timeline", "rendezvous", "advertise-address",
                                        "rank-liveness-timeout", "max-jobs", "max-job-ranks",
