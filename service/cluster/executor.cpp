@@ -342,6 +342,7 @@ void Executor::ring_done(const std::shared_ptr<Running>& running, const Status& 
                          const OperationSchedule::Done& done) {
   if (status.ok()) return done(status, "");
   if (formed_ && running->epoch == epoch_) {
+    running->failed = true;
     held_.push_back(running);  // lost() completes it; the schedule ends here
     hooks_.suspect(status);
     return;

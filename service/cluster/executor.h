@@ -127,6 +127,7 @@ class Executor {
     const char* algorithm = "";  // the data plane's, once it started
     std::shared_ptr<transport::OperationWatch> watch;  // the data plane's messages
     bool stall_told = false;  // report_stalls() named it
+    bool failed = false;      // its data task failed: it waits for the ring's verdict (held_)
   };
   static const char* phase_name(Phase phase);
   // "allreduce 'grad' (sequence 7)", "allreduce 'a' and 3 more fused (sequence 8)".

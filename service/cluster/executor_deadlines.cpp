@@ -61,6 +61,12 @@ Executor::InFlight Executor::view(const Running& running, Clock::time_point now)
   }
   const auto snapshot = running.watch->snapshot();
   v.algorithm = running.algorithm;
+  if (running.failed || snapshot.messages_failed > 0) {
+    v.summary = here + "'s " + v.algorithm + " failed (a message with a peer did): it waits for the ring's "
+                "verdict, which names the node at fault";
+    v.bytes_moved = snapshot.bytes_moved;
+    return v;
+  }
   v.bytes_moved = snapshot.bytes_moved;
   v.idle_seconds = seconds(now - snapshot.last_progress);
   v.waiting = snapshot.waiting;
@@ -99,6 +105,17 @@ std::vector<Executor::InFlight> Executor::in_flight(Clock::time_point now) const
 std::optional<Status> Executor::overdue(Clock::time_point now, Clock::duration collective_timeout,
                                         Clock::duration progress_timeout) const {
   for (const auto& [sequence, running] : active_) {
+    // A data task that failed waits for the ring's verdict, which comes
+    // within twice --peer-timeout (Membership::suspect) and names the cause;
+    // so does one whose message just failed (a peer lost, its ring torn
+    // down) while its task drains. A deadline's view of what is left would
+    // mislead, so it waits as long, and no longer.
+    if (running->failed) continue;
+    if (running->watch) {
+      const auto snapshot = running->watch->snapshot();
+      if (snapshot.messages_failed > 0 && now - snapshot.first_failure < 2 * settings_.peer_timeout + std::chrono::seconds(1))
+        continue;
+    }
     const std::string what = describe(running->planned->op) + " of job '" + job_.id + "'";
     if (now - running->started >= collective_timeout) {
       return Status::Timeout(what + " did not finish in " + one_decimal(seconds(now - running->started)) +

@@ -19,6 +19,8 @@ void OperationWatch::completed(std::uint64_t id, bool ok, Clock::time_point now)
     bytes_moved_ += it->second.bytes;
     ++messages_done_;
     last_progress_ = now;
+  } else if (messages_failed_++ == 0) {
+    first_failure_ = now;
   }
   outstanding_.erase(it);
 }
@@ -28,6 +30,8 @@ OperationWatch::Snapshot OperationWatch::snapshot() const {
   Snapshot s;
   s.bytes_moved = bytes_moved_;
   s.messages_done = messages_done_;
+  s.messages_failed = messages_failed_;
+  s.first_failure = first_failure_;
   s.outstanding = outstanding_.size();
   s.last_progress = last_progress_;
   for (const auto& [id, w] : outstanding_)

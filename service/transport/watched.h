@@ -37,6 +37,8 @@ class OperationWatch {
   struct Snapshot {
     std::uint64_t bytes_moved = 0;      // of completed sends and receives
     std::uint64_t messages_done = 0;
+    std::uint64_t messages_failed = 0;  // completed with an error (a peer lost, the ring torn down)
+    Clock::time_point first_failure;    // when the first of them did
     std::size_t outstanding = 0;        // messages posted, not completed
     Clock::time_point last_progress;    // the watch's start, or the last completion
     std::optional<Waiting> waiting;     // the oldest outstanding receive, else send
@@ -56,6 +58,8 @@ class OperationWatch {
   std::uint64_t next_id_ = 1;
   std::uint64_t bytes_moved_ = 0;
   std::uint64_t messages_done_ = 0;
+  std::uint64_t messages_failed_ = 0;
+  Clock::time_point first_failure_;
   Clock::time_point last_progress_;
   std::map<std::uint64_t, Waiting> outstanding_;  // by id: in posting order
 };

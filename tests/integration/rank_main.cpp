@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <random>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,6 +88,58 @@ void scenario_collectives(rs_context_t* ctx, const std::vector<std::size_t>& cou
     }
     expect_ok(barrier(ctx, "barrier." + std::to_string(count)), "barrier");
   }
+}
+
+// The soak (test_soak.cpp): random collectives, the same sequence on every
+// rank (seeded alike), every kind, dtype and op, sizes log-uniform from 1 B to
+// max_bytes (crossing every route: inline, direct exchange, halving-doubling,
+// ring), every result checked; each must end within `bound` seconds or the
+// rank exits with kStillWaiting. Runs until `seconds` pass on some rank: a
+// one-int allreduce after each collective tells every rank to stop alike.
+int scenario_soak(rs_context_t* ctx, std::uint64_t seed, int seconds, std::size_t max_bytes, int bound) {
+  std::mt19937_64 rng(seed);
+  const auto stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  int done[8] = {};
+  static const char* kKinds[8] = {"allreduce", "allreduce", "allreduce", "broadcast", "allgather", "reduce-scatter",
+                                  "alltoall", "barrier"};
+  long collectives = 0;
+  for (bool stop = false; !stop && g_failures == 0;) {
+    g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(bound);
+    const int kind = static_cast<int>(rng() % 8);
+    const auto dtype = static_cast<ringsync::DType>(rng() % ringsync::kNumDTypes);
+    const auto op = static_cast<ringsync::ReduceOp>(rng() % ringsync::kNumReduceOps);
+    const double exponent = std::uniform_real_distribution<double>(0, std::log(static_cast<double>(max_bytes)))(rng);
+    const std::size_t bytes = static_cast<std::size_t>(std::exp(exponent));
+    const bool shared = rng() % 2 == 0;
+    const bool in_place = rng() % 2 == 0;
+    const int root = static_cast<int>(rng() % static_cast<std::uint64_t>(g_size));
+    const auto count = [&](std::size_t element) { return std::max<std::size_t>(1, bytes / element); };
+    switch (kind) {
+      case 0: case 1: case 2:
+        check_allreduce(ctx, shared, count(ringsync::dtype_size(dtype)), dtype, op, in_place);
+        break;
+      case 3: check_broadcast(ctx, shared, count(4), root); break;
+      case 4: check_allgather(ctx, shared, count(8 * static_cast<std::size_t>(g_size)), in_place); break;
+      case 5:
+        check_reduce_scatter(ctx, shared, count(ringsync::dtype_size(dtype) * static_cast<std::size_t>(g_size)), dtype, op);
+        break;
+      case 6: check_alltoall(ctx, shared, count(4 * static_cast<std::size_t>(g_size))); break;
+      default: expect_ok(barrier(ctx, "soak.barrier"), "soak.barrier"); break;
+    }
+    ++done[kind];
+    ++collectives;
+    std::int32_t over = std::chrono::steady_clock::now() > stop_at ? 1 : 0;
+    rs_request_t* req = nullptr;
+    expect_ok(finish(rs_allreduce_async(ctx, "soak.stop", &over, &over, 1, RS_I32, RS_SUM, &req), &req, "soak.stop"),
+              "soak.stop");
+    stop = over > 0;
+    if (collectives == 1) mark("looping");
+  }
+  std::printf("rank %d: soak seed %llu: %ld collectives checked (%d allreduce, %d broadcast, %d allgather, "
+              "%d reduce-scatter, %d alltoall, %d barrier)\n",
+              g_rank, static_cast<unsigned long long>(seed), collectives, done[0] + done[1] + done[2], done[3],
+              done[4], done[5], done[6], done[7]);
+  return 0;
 }
 
 // Async submission of several tensors in rank-dependent order, waited out of order.
@@ -398,6 +452,9 @@ int main(int argc, char** argv) {
       if (g_rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
       check_allreduce(ctx, true, 4099, ringsync::DType::kF32, ringsync::ReduceOp::kSum, false);
     }
+  } else if (scenario == "soak") {  // soak SEED SECONDS MAX_BYTES BOUND_SECONDS
+    code = scenario_soak(ctx, std::stoull(arg(2, "1")), std::stoi(arg(3, "30")),
+                         std::strtoull(arg(4, "8388608").c_str(), nullptr, 10), std::stoi(arg(5, "120")));
   } else if (scenario == "loop") {  // loop SECONDS EXPECTED_TEXT [COUNT]
     code = scenario_loop(ctx, std::stoi(arg(2, "30")), arg(3, "peer lost"),
                          std::strtoull(arg(4, "262144").c_str(), nullptr, 10));
