@@ -171,6 +171,14 @@ std::vector<std::string> NetnsHosts::launcher(int host) const {
   return {ip_program(), "netns", "exec", name(host)};
 }
 
+std::vector<std::string> NetnsHosts::launcher(int host, const std::string& hostname) const {
+  auto argv = launcher(host);
+  for (std::string part : {"unshare", "--uts", "sh", "-c"}) argv.push_back(part);
+  argv.push_back("hostname " + hostname + " && exec \"$@\"");
+  argv.push_back("sh");
+  return argv;
+}
+
 std::pair<int, std::string> NetnsHosts::run(int host, const std::string& command) const {
   return run_command(ip_program() + " netns exec " + name(host) + " sh -c '" + command + "'");
 }

@@ -36,6 +36,9 @@ class NetnsHosts {
   // argv prefix that runs a program inside the host: {ip, netns, exec, NAME}.
   // `ip netns exec` execs the program, so the child's pid is the program's.
   std::vector<std::string> launcher(int host) const;
+  // The same, in a UTS namespace of its own named `hostname` (as containers
+  // and pods are): the program still keeps the pid.
+  std::vector<std::string> launcher(int host, const std::string& hostname) const;
   // Runs a shell command inside the host; its exit code and output.
   std::pair<int, std::string> run(int host, const std::string& command) const;
   // Runs `fn` on a thread of this process that entered the host's network

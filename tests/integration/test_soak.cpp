@@ -171,13 +171,7 @@ TEST_CASE("soak: 2 namespace hosts with their own hostnames, default transports,
   REQUIRE_MESSAGE(why.empty(), why);
   NetnsHosts hosts(2);
   ClusterOptions o = service_daemons(2, {"--ucx-transports=", "--ucx-net-devices", "eth0"});
-  for (int i = 0; i < 2; ++i) {
-    auto launcher = hosts.launcher(i);
-    for (std::string part : {"unshare", "--uts", "sh", "-c"}) launcher.push_back(part);
-    launcher.push_back("hostname soak-host" + std::to_string(i) + " && exec \"$@\"");
-    launcher.push_back("sh");
-    o.places.push_back({hosts.address(i), 29517, launcher});
-  }
+  for (int i = 0; i < 2; ++i) o.places.push_back({hosts.address(i), 29517, hosts.launcher(i, "soak-host" + std::to_string(i))});
   ClusterFixture cluster(o);
   check_passes(soak(cluster, "namespace hosts", {{"soak-a", 2}, {"soak-b", 1}}, [&](int node) {
     std::string answer;

@@ -6,7 +6,7 @@
 
 namespace ringsync::service::transport {
 
-class Borrowed final : public Transport {
+class Borrowed : public Transport {
  public:
   explicit Borrowed(Transport& t) : t_(t) {}
   int rank() const override { return t_.rank(); }

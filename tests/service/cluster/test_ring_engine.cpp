@@ -163,25 +163,14 @@ namespace {
 
 // An endpoint whose event fd never fires: every wake-up is lost, as UCX's
 // shared memory loses them across network namespaces.
-class Deaf final : public transport::Transport {
+class Deaf final : public Borrowed {
  public:
-  explicit Deaf(transport::Transport& t) : t_(t), fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  explicit Deaf(transport::Transport& t) : Borrowed(t), fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
   ~Deaf() override { ::close(fd_); }
-  int rank() const override { return t_.rank(); }
-  int size() const override { return t_.size(); }
-  void send(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Callback done) override {
-    t_.send(peer, tag, data, bytes, std::move(done));
-  }
-  void recv(int peer, std::uint64_t tag, void* data, std::size_t bytes, Callback done) override {
-    t_.recv(peer, tag, data, bytes, std::move(done));
-  }
-  bool progress() override { return t_.progress(); }
   int event_fd() const override { return fd_; }
   bool arm() override { return true; }
-  void cancel_all(const Status& why) override { t_.cancel_all(why); }
 
  private:
-  transport::Transport& t_;
   int fd_;
 };
 

@@ -227,6 +227,30 @@ TEST_CASE("/readyz without a readiness check is ready") {
   CHECK(c.request(get("/readyz")).status == 200);
 }
 
+TEST_CASE("/debug/inflight serves the daemon's JSON view, 500 when it throws, 404 where there is none") {
+  int calls = 0;
+  MetricsServerOptions options;
+  options.in_flight = [&]() -> std::string {
+    if (++calls == 2) throw std::runtime_error("a bug");
+    return "{\"jobs\": []}\n";
+  };
+  Server s(options);
+  Client c(s.endpoint());
+  auto res = c.request(get("/debug/inflight"));
+  CHECK(res.status == 200);
+  CHECK(res.headers.at("content-type") == "application/json");
+  CHECK(res.body == "{\"jobs\": []}\n");
+  res = c.request(get("/debug/inflight"));
+  CHECK(res.status == 500);
+  CHECK(res.body.find("a bug") != std::string::npos);
+  CHECK(c.request(get("/debug/inflight?x=1")).status == 200);  // the server goes on
+  CHECK(c.request(get("/metrics")).status == 200);
+
+  Server plain;
+  Client other(plain.endpoint());
+  CHECK(other.request(get("/debug/inflight")).status == 404);
+}
+
 TEST_CASE("methods other than GET and HEAD get 405 with Allow, and the connection stays usable") {
   Server s;
   Client c(s.endpoint());
