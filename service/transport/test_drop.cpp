@@ -6,9 +6,10 @@
 
 namespace ringsync::service::transport {
 
-namespace {
-std::atomic<std::uint64_t> sends_seen{0};
-}  // namespace
+std::shared_ptr<std::atomic<std::uint64_t>> daemon_sends() {
+  static const auto sends = std::make_shared<std::atomic<std::uint64_t>>(0);
+  return sends;
+}
 
 std::optional<DropSend> parse_drop_send(std::string_view text) {
   const std::size_t colon = text.find(':');
@@ -33,7 +34,7 @@ std::optional<DropSend> drop_send() {
 }
 
 void DroppingTransport::send(int peer, std::uint64_t tag, const void* data, std::size_t bytes, Callback done) {
-  if (sends_seen.fetch_add(1) + 1 == nth_) {
+  if (sends_->fetch_add(1) + 1 == nth_) {
     dropped_ = std::move(done);  // "sent": completes at the next progress(), as a real send would
     return;
   }

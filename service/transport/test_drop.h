@@ -29,10 +29,16 @@ std::optional<DropSend> drop_send();
 // Parses "<node>:<n>" (n >= 1).
 std::optional<DropSend> parse_drop_send(std::string_view text);
 
-// Forwards everything but the n-th send of the daemon's life.
+// Sends counted over the daemon's life (every ring together).
+std::shared_ptr<std::atomic<std::uint64_t>> daemon_sends();
+
+// Forwards everything but the n-th send counted by `sends` (by default the
+// daemon's; a test gives its own).
 class DroppingTransport final : public Transport {
  public:
-  DroppingTransport(std::unique_ptr<Transport> inner, std::uint64_t nth) : inner_(std::move(inner)), nth_(nth) {}
+  DroppingTransport(std::unique_ptr<Transport> inner, std::uint64_t nth,
+                    std::shared_ptr<std::atomic<std::uint64_t>> sends = daemon_sends())
+      : inner_(std::move(inner)), nth_(nth), sends_(std::move(sends)) {}
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -49,6 +55,7 @@ class DroppingTransport final : public Transport {
  private:
   std::unique_ptr<Transport> inner_;
   std::uint64_t nth_;
+  std::shared_ptr<std::atomic<std::uint64_t>> sends_;
   Callback dropped_;  // the dropped send's callback, run at the next progress()
 };
 

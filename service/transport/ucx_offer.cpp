@@ -27,7 +27,7 @@ Result<UcxOffer> UcxOffer::decode(std::span<const std::uint8_t> bytes) {
   if (!in.u8(format) || format != kFormat)
     return Status::ProtocolError("a peer's data-plane address has an unknown format (same ringsync version everywhere?)");
   if (!in.bytes(where) || !in.bytes(offer.worker) || !in.bytes(offer.network_worker) || !in.u8(shared) ||
-      !in.at_end() || offer.worker.empty())
+      shared > 1 || !in.at_end() || offer.worker.empty())
     return Status::ProtocolError("a peer's data-plane address is truncated or malformed");
   auto locality = Locality::decode(where);
   if (!locality.ok()) return locality.status();

@@ -20,6 +20,7 @@
 #include "service/device/staging.h"
 #include "service/host_device_backend.h"
 #include "service/transport/in_process.h"
+#include "service/transport/test_drop.h"
 
 using namespace ringsync;
 using namespace ringsync::service;
@@ -33,16 +34,23 @@ using transport::Borrowed;
 
 class FabricPlane final : public DataPlane {
  public:
-  FabricPlane(transport::InProcessFabric& fabric, int rank) : fabric_(fabric), rank_(rank) {}
+  // drop_nth: the first ring of this node drops its n-th data-plane send (0: none).
+  FabricPlane(transport::InProcessFabric& fabric, int rank, std::uint64_t drop_nth = 0)
+      : fabric_(fabric), rank_(rank), drop_nth_(drop_nth) {}
   Result<std::vector<std::uint8_t>> open() override { return std::vector<std::uint8_t>{static_cast<std::uint8_t>(rank_)}; }
   Result<std::unique_ptr<transport::Transport>> connect(int rank, const std::vector<std::vector<std::uint8_t>>&,
                                                         std::uint64_t) override {
-    return std::unique_ptr<transport::Transport>(std::make_unique<Borrowed>(fabric_.endpoint(rank)));
+    std::unique_ptr<transport::Transport> endpoint = std::make_unique<Borrowed>(fabric_.endpoint(rank));
+    if (std::exchange(drop_nth_, 0) > 0)
+      endpoint = std::make_unique<transport::DroppingTransport>(std::move(endpoint), 1, sends_);
+    return endpoint;
   }
 
  private:
   transport::InProcessFabric& fabric_;
   int rank_;
+  std::uint64_t drop_nth_;
+  std::shared_ptr<std::atomic<std::uint64_t>> sends_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 ClusterConfig settings() {
@@ -100,7 +108,8 @@ struct Job {
   transport::InProcessFabric fabric;
   std::vector<Node> nodes;
 
-  explicit Job(int n, ClusterConfig c = settings()) : config(c), fabric(n), nodes(n) {
+  // drop_node: that node's first ring drops its first data-plane send (-1: none).
+  explicit Job(int n, ClusterConfig c = settings(), int drop_node = -1) : config(c), fabric(n), nodes(n) {
     std::vector<HostEntry> list;
     for (int i = 0; i < n; ++i) {
       auto listener = ControlListener::open(io, "127.0.0.1:0", {});
@@ -126,7 +135,8 @@ struct Job {
       hooks.ring_lost = [this, i](const Status& why) { nodes[i].losses.push_back(why); };
       hooks.finished = [this, i] { nodes[i].finished = true; };
       nodes[i].ring = std::make_unique<JobRing>(io, spec, config, nodes[i].listener.get(), pool, metrics, nullptr,
-                                                std::move(hooks), std::make_unique<FabricPlane>(fabric, i));
+                                                std::move(hooks),
+                                                std::make_unique<FabricPlane>(fabric, i, i == drop_node ? 1 : 0));
       REQUIRE(nodes[i].ring->start().ok());
     }
   }
@@ -397,4 +407,41 @@ TEST_CASE("job ring: a fused GPU tensor whose copy back to the GPU fails fails a
   REQUIRE(job.run_until([&] { return next0->status && next1->status; }));
   CHECK_MESSAGE(next0->status->ok(), next0->status->message());
   CHECK(c1.front() == 3.0f);
+}
+
+TEST_CASE("job ring: a data-plane message lost: the progress deadline fails the allreduce on every node, naming the peer") {
+  ClusterConfig c = settings();
+  c.progress_timeout = 300ms;
+  Job job(2, c, /*drop_node=*/1);
+  REQUIRE(job.run_until([&] { return job.formed(); }));
+  // 100000 floats go around the ring; node 1's first message never arrives.
+  std::vector<std::vector<float>> data;
+  for (int n = 0; n < 2; ++n) data.emplace_back(100000, static_cast<float>(n + 1));
+  std::vector<std::shared_ptr<Outcome>> outcomes;
+  for (int n = 0; n < 2; ++n) outcomes.push_back(job.allreduce(n, "lost", data[n]));
+  bool seen_waiting = false;
+  REQUIRE(job.run_until([&] {
+    for (auto& n : job.nodes) {
+      const auto now = Clock::now();
+      for (const auto& op : n.ring->in_flight(now).operations)
+        if (op.waiting && op.phase == "data plane") seen_waiting = true;
+      n.ring->sweep(now, 10s, 30s);
+    }
+    return outcomes[0]->status && outcomes[1]->status;
+  }));
+  CHECK(seen_waiting);  // the view named what it waited for before the deadline
+  for (int n = 0; n < 2; ++n) {
+    const Status& s = *outcomes[n]->status;
+    CHECK_MESSAGE(s.code() == StatusCode::kTimeout, s.to_string());
+    CHECK_MESSAGE(s.message().find("moved no data for ") != std::string::npos, s.to_string());
+    CHECK_MESSAGE(s.message().find("(--progress-timeout): node ") != std::string::npos, s.to_string());
+    CHECK_MESSAGE(s.message().find(" waits in its ring, step ") != std::string::npos, s.to_string());
+  }
+  // Every node's ring ended with the deadline (a job its trainers described
+  // gets its next ring with its next run), counted as a timeout.
+  for (auto& n : job.nodes) {
+    REQUIRE_FALSE(n.losses.empty());
+    CHECK(n.losses.back().code() == StatusCode::kTimeout);
+  }
+  CHECK_FALSE(job.formed());
 }
