@@ -3,8 +3,21 @@
 # build, then the unit and integration tests again under AddressSanitizer and
 # UndefinedBehaviorSanitizer, then a short run of every fuzzer (fuzz/). Exits
 # non-zero when any test fails.
+#
+#   scripts/test.sh          the whole suite (what CI runs)
+#   scripts/test.sh --fast   the Release build and the unit tier only (CTest
+#                            label `unit`, about a minute): the edit-compile-test loop
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "") ;;
+  --fast)
+    scripts/install-deps.sh
+    scripts/build.sh build
+    cd build && exec ctest -L unit -j "$(nproc)" --output-on-failure --timeout 600
+    ;;
+  *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
+esac
 scripts/install-deps.sh
 scripts/install-deploy-deps.sh   # the deployment tests' tools (tests/deploy)
 
