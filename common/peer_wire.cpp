@@ -32,7 +32,7 @@ std::vector<std::uint64_t> u64s(const flatbuffers::Vector<std::uint64_t>& v) {
 
 Status check_collective(std::uint8_t kind, std::uint8_t dtype, std::uint8_t op,
                         const std::string& what) {
-  if (kind > static_cast<std::uint8_t>(wire::kLastCollectiveKind))
+  if (!wire::is_collective_kind(kind))
     return Status::ProtocolError(what + ": unknown collective kind " + std::to_string(kind));
   if (!is_valid(static_cast<DType>(dtype)))
     return Status::ProtocolError(what + ": unknown dtype " + std::to_string(dtype));

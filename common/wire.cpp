@@ -11,30 +11,6 @@
 namespace ringsync::wire {
 namespace fb = ringsync::wire::client;
 
-const char* collective_kind_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllreduce: return "allreduce";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kAllgather: return "allgather";
-    case CollectiveKind::kBarrier: return "barrier";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAlltoall: return "alltoall";
-  }
-  return "invalid";
-}
-
-Extent extent(CollectiveKind kind, std::uint64_t count, std::uint64_t ranks) {
-  switch (kind) {
-    case CollectiveKind::kAllreduce:
-    case CollectiveKind::kBroadcast: return {count, count};
-    case CollectiveKind::kAllgather: return {count, count * ranks};
-    case CollectiveKind::kBarrier: return {0, 0};
-    case CollectiveKind::kReduceScatter: return {count * ranks, count};
-    case CollectiveKind::kAlltoall: return {count * ranks, count * ranks};
-  }
-  return {0, 0};
-}
-
 const char* memory_name(Memory memory) {
   switch (memory) {
     case Memory::kHost: return "host";
@@ -171,7 +147,7 @@ struct Encoder {
 Result<Message> decode_collective(const fb::Collective& c) {
   if (!c.name() || c.name()->size() == 0)
     return Status::ProtocolError("collective without a tensor name");
-  if (static_cast<std::uint8_t>(c.kind()) > static_cast<std::uint8_t>(kLastCollectiveKind))
+  if (!is_collective_kind(static_cast<std::uint8_t>(c.kind())))
     return Status::ProtocolError("unknown collective kind " +
                                  std::to_string(static_cast<int>(c.kind())));
   Collective m;

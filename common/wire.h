@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/collective_kind.h"
 #include "common/dtype.h"
 #include "common/status.h"
 
@@ -25,32 +26,6 @@ inline constexpr std::uint32_t kProtocolVersion = 5;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 // Hard upper bound for any control frame, whatever the configuration says.
 inline constexpr std::size_t kMaxFrameBytes = 1 << 20;
-
-enum class CollectiveKind : std::uint8_t {
-  kAllreduce = 0,
-  kBroadcast,
-  kAllgather,
-  kBarrier,
-  kReduceScatter,
-  kAlltoall,
-};
-inline constexpr CollectiveKind kLastCollectiveKind = CollectiveKind::kAlltoall;
-const char* collective_kind_name(CollectiveKind kind);
-
-// Elements one rank's send and receive buffers hold in a collective of
-// `count` (the count its call passes) among `ranks` ranks: allgather receives
-// count per rank, reduce-scatter sends count per rank, alltoall both.
-struct Extent {
-  std::uint64_t send = 0;
-  std::uint64_t recv = 0;
-  // nccl-tests' "size" of the collective: the larger of the two.
-  std::uint64_t payload() const { return send > recv ? send : recv; }
-};
-Extent extent(CollectiveKind kind, std::uint64_t count, std::uint64_t ranks);
-// Whether the collective applies a reduction operator (its op matters).
-inline bool reduces(CollectiveKind kind) {
-  return kind == CollectiveKind::kAllreduce || kind == CollectiveKind::kReduceScatter;
-}
 
 struct BufferRef {
   std::uint32_t buffer_id = 0;

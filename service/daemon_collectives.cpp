@@ -9,6 +9,7 @@
 
 #include "service/cluster/control_tls.h"
 #include "service/device/service.h"
+#include "service/collective/local_collective.h"
 #include "service/route/route.h"
 
 namespace ringsync::service {
@@ -56,7 +57,15 @@ void Daemon::execute(local::PendingCollective collective) {
     return;
   }
   const wire::Collective& first = collective.submissions.front().request;
-  if (first.memory == wire::Memory::kDevice && payload_bytes(first, 1) > 0) {
+  route::Query query;
+  query.kind = first.kind;
+  query.bytes = payload_bytes(first, 1);
+  query.local_work_bytes = route::local_work_bytes(first.kind, first.count, first.dtype, collective.submissions.size());
+  query.device = first.memory == wire::Memory::kDevice;
+  const route::Route route = route::choose(route::Stage::kOnNode, query, {});
+  RS_LOG(trace, "collective") << "tensor '" << collective.name << "': " << route::path_name(route.path) << ", "
+                              << route.why;
+  if (route.path == route::Path::kLocalDevice) {
     devices().run_local(std::move(collective), [this, ready](local::PendingCollective& done,
                                                             const Status& status) {
       if (!status.ok())
@@ -65,15 +74,12 @@ void Daemon::execute(local::PendingCollective collective) {
     });
     return;
   }
-  auto work = std::make_shared<local::LocalCollective>(local::plan_of(collective), config_.reduce_chunk_bytes);
-  if (work->pieces() == 0) {
+  if (route.path == route::Path::kLocalNothing) {
     finish(collective, Status::Ok(), ready);
     return;
   }
-  // A few KiB are copied here rather than handed to the pool and back (two
-  // thread wake-ups cost more than the copy).
-  if (route::local_work_bytes(first.kind, first.count, first.dtype, collective.submissions.size()) <=
-      route::kInlineWorkBytes) {
+  auto work = std::make_shared<collective::LocalCollective>(local::plan_of(collective), config_.reduce_chunk_bytes);
+  if (route.path == route::Path::kLocalInline) {
     for (std::size_t i = 0; i < work->pieces(); ++i) work->run_piece(i);
     finish(collective, Status::Ok(), ready);
     return;

@@ -4,7 +4,7 @@
 
 #include "common/log.h"
 #include "common/version.h"
-#include "service/cluster/node_operation.h"
+#include "service/collective/node_operation.h"
 #include "service/daemon.h"
 #include "service/device/service.h"
 
@@ -190,16 +190,14 @@ Result<local::Submission> Daemon::prepare(const std::shared_ptr<local::ClientSes
   const std::uint64_t global_rank = node * job.local_size() + rank;
   if (overflows(request.count, elem, ranks))
     return Status::InvalidArgument("count " + std::to_string(request.count) + " is too large");
+  const wire::KindTraits& kind = wire::traits(request.kind);
   const wire::Extent extent = wire::extent(request.kind, request.count, ranks);
   std::uint64_t send_bytes = extent.send * elem;
   const std::uint64_t recv_bytes = extent.recv * elem;
-  if (request.kind == wire::CollectiveKind::kBroadcast) {
-    if (request.root >= ranks)
-      return Status::InvalidArgument("broadcast root " + std::to_string(request.root) +
-                                     " is not a rank of job '" + job.id() + "' (size " +
-                                     std::to_string(ranks) + ")");
-    if (request.root != global_rank) send_bytes = 0;  // only the root's data is read
-  }
+  if (kind.rooted && request.root >= ranks)
+    return Status::InvalidArgument(std::string(kind.name) + " root " + std::to_string(request.root) +
+                                   " is not a rank of job '" + job.id() + "' (size " + std::to_string(ranks) + ")");
+  if (!wire::reads_send(request.kind, global_rank, request.root)) send_bytes = 0;  // only the root's data is read
   local::Submission s;
   local::ResolvedBuffer send, recv;
   if (request.memory == wire::Memory::kDevice) {
@@ -232,18 +230,18 @@ Result<local::Submission> Daemon::prepare(const std::shared_ptr<local::ClientSes
   // output slot is another rank's input.
   const std::uint64_t slot = global_rank * request.count * elem;
   bool in_place = send.data == recv.data;
-  if (request.kind == wire::CollectiveKind::kAllgather) in_place = send.data == recv.data + slot;
-  if (request.kind == wire::CollectiveKind::kReduceScatter) in_place = recv.data == send.data + slot;
-  if (request.kind == wire::CollectiveKind::kAlltoall && recv_bytes > 0 &&
+  if (kind.in_place == wire::InPlace::kSendIsOwnSlot) in_place = send.data == recv.data + slot;
+  if (kind.in_place == wire::InPlace::kRecvIsOwnSlot) in_place = recv.data == send.data + slot;
+  if (kind.in_place == wire::InPlace::kNever && recv_bytes > 0 &&
       (in_place || partially_overlap(send.data, send_bytes, recv.data, recv_bytes)))
-    return Status::InvalidArgument("alltoall of tensor '" + request.name +
-                                   "': the send and receive buffers overlap; alltoall cannot run in "
-                                   "place, pass a separate receive buffer");
+    return Status::InvalidArgument(std::string(kind.name) + " of tensor '" + request.name +
+                                   "': the send and receive buffers overlap; " + kind.name +
+                                   " cannot run in place, pass a separate receive buffer");
   if (!in_place && partially_overlap(send.data, send_bytes, recv.data, recv_bytes))
     return Status::InvalidArgument("send and receive ranges of tensor '" + request.name +
                                    "' overlap without being in place");
   s.local_rank = rank;
-  s.where = local::Contribution{send.data, recv.data};
+  s.where = collective::Contribution{send.data, recv.data};
   if (send.keepalive) s.keepalive.push_back(std::move(send.keepalive));
   if (recv.keepalive) s.keepalive.push_back(std::move(recv.keepalive));
   s.submitted = Clock::now();
@@ -292,8 +290,11 @@ void Daemon::on_collective(const std::shared_ptr<local::ClientSession>& session,
   const wire::Collective& first = (*ready)->submissions.front().request;
   // Nothing to stage for an empty GPU collective: it goes around as host data,
   // so it needs no GPU on this node either.
-  if (first.memory != wire::Memory::kDevice || first.count == 0 ||
-      first.kind == wire::CollectiveKind::kBarrier) {
+  route::Query query;
+  query.kind = first.kind;
+  query.bytes = wire::extent(first.kind, first.count, 1).payload() * dtype_size(first.dtype);
+  query.device = first.memory == wire::Memory::kDevice;
+  if (!route::stages_through_host(query)) {
     ring->local_ready(std::move(**ready));
     return;
   }

@@ -13,15 +13,7 @@ std::string kind_name(const CollectiveCall& call) { return wire::collective_kind
 }  // namespace
 
 bool reads_send(const CollectiveCall& call, int rank) {
-  switch (call.kind) {
-    case wire::CollectiveKind::kAllreduce:
-    case wire::CollectiveKind::kAllgather:
-    case wire::CollectiveKind::kReduceScatter:
-    case wire::CollectiveKind::kAlltoall: return true;
-    case wire::CollectiveKind::kBroadcast: return rank == call.root;
-    case wire::CollectiveKind::kBarrier: return false;
-  }
-  return false;
+  return wire::reads_send(call.kind, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(call.root));
 }
 
 wire::Collective to_message(const CollectiveCall& call, std::uint64_t request_id) {
@@ -29,11 +21,11 @@ wire::Collective to_message(const CollectiveCall& call, std::uint64_t request_id
   message.request_id = request_id;
   message.kind = call.kind;
   message.name = call.name;
-  message.dtype = static_cast<DType>(call.kind == wire::CollectiveKind::kBarrier ? 0 : call.dtype);
-  message.op = static_cast<ReduceOp>(wire::reduces(call.kind) ? call.op : 0);
+  const wire::KindTraits& kind = wire::traits(call.kind);
+  message.dtype = static_cast<DType>(wire::moves_data(call.kind) ? call.dtype : 0);
+  message.op = static_cast<ReduceOp>(kind.reduces ? call.op : 0);
   message.count = call.count;
-  message.root =
-      static_cast<std::uint32_t>(call.kind == wire::CollectiveKind::kBroadcast ? call.root : 0);
+  message.root = static_cast<std::uint32_t>(kind.rooted ? call.root : 0);
   return message;
 }
 
@@ -51,15 +43,16 @@ Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
   if (name_bytes > kMaxNameBytes)
     return Status::InvalidArgument(what + ": the tensor name is " + std::to_string(name_bytes) +
                                    " bytes long; the limit is " + std::to_string(kMaxNameBytes));
-  if (call.kind == wire::CollectiveKind::kBarrier) return CallBytes{};
+  const wire::KindTraits& kind = wire::traits(call.kind);
+  if (!wire::moves_data(call.kind)) return CallBytes{};
 
   if (call.dtype < 0 || call.dtype >= kNumDTypes)
     return Status::InvalidArgument(what + " '" + call.name + "': unknown dtype " +
                                    std::to_string(call.dtype) + "; use one of RS_F32..RS_U8");
-  if (wire::reduces(call.kind) && (call.op < 0 || call.op >= kNumReduceOps))
+  if (kind.reduces && (call.op < 0 || call.op >= kNumReduceOps))
     return Status::InvalidArgument(what + " '" + call.name + "': unknown reduce op " +
                                    std::to_string(call.op) + "; use one of RS_SUM..RS_PROD");
-  if (call.kind == wire::CollectiveKind::kBroadcast && (call.root < 0 || call.root >= size))
+  if (kind.rooted && (call.root < 0 || call.root >= size))
     return Status::InvalidArgument(
         what + " '" + call.name + "': root " + std::to_string(call.root) +
         " is not a local rank; ranks are 0.." + std::to_string(size - 1));
@@ -70,9 +63,7 @@ Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
     return Status::InvalidArgument(what + " '" + call.name + "': " + std::to_string(call.count) +
                                    " elements of " + std::to_string(element) +
                                    " bytes overflow the address space");
-  const bool per_rank = call.kind == wire::CollectiveKind::kAllgather ||
-                        call.kind == wire::CollectiveKind::kReduceScatter ||
-                        call.kind == wire::CollectiveKind::kAlltoall;
+  const bool per_rank = kind.send_per_rank || kind.recv_per_rank;
   if (per_rank && call.count * element > kMaxSize / static_cast<std::size_t>(size))
     return Status::InvalidArgument(what + " '" + call.name + "': " + std::to_string(call.count) +
                                    " elements for each of " + std::to_string(size) +
@@ -88,13 +79,12 @@ Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
   if (!call.recv)
     return Status::InvalidArgument(what + " '" + call.name + "': recvbuf is NULL but count is " +
                                    std::to_string(call.count));
-  if (call.kind == wire::CollectiveKind::kAlltoall) {
+  if (kind.in_place == wire::InPlace::kNever) {
     const auto* send = static_cast<const std::byte*>(call.send);
     const auto* recv = static_cast<const std::byte*>(call.recv);
     if (send < recv + bytes.recv && recv < send + bytes.send)
-      return Status::InvalidArgument(what + " '" + call.name +
-                                     "': sendbuf and recvbuf overlap; alltoall cannot run in place, "
-                                     "pass a separate receive buffer");
+      return Status::InvalidArgument(what + " '" + call.name + "': sendbuf and recvbuf overlap; " + what +
+                                     " cannot run in place, pass a separate receive buffer");
   }
   return bytes;
 }

@@ -43,7 +43,7 @@ Result<Placement> place_apart(const CollectiveCall& call, const CallBytes& bytes
     p.recv = shared_at(**recv_ref, call.recv, 0);
   } else {
     std::size_t at = bounced;
-    if (call.kind == wire::CollectiveKind::kReduceScatter && !*send_ref)
+    if (wire::traits(call.kind).in_place == wire::InPlace::kRecvIsOwnSlot && !*send_ref)
       at = static_cast<std::size_t>(rank) * bytes.recv;
     else
       bounced += bytes.recv;
@@ -60,8 +60,8 @@ Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int 
                         const FindShared& find) {
   Placement p;
   if (bytes.recv == 0) return p;  // barrier or zero elements: no buffers at all
-  if (call.kind == wire::CollectiveKind::kReduceScatter || call.kind == wire::CollectiveKind::kAlltoall)
-    return place_apart(call, bytes, rank, find);
+  // Inputs with a block per rank: the send and receive buffers are placed apart.
+  if (wire::traits(call.kind).send_per_rank) return place_apart(call, bytes, rank, find);
 
   const bool has_send = reads_send(call, rank);
   auto recv_ref = find(call.recv, bytes.recv);
@@ -75,7 +75,7 @@ Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int 
   // Where this rank's own contribution sits inside the result: its slot for
   // allgather, the whole buffer otherwise. Data copied in goes there, so that the
   // collective runs in place.
-  const std::size_t slot = call.kind == wire::CollectiveKind::kAllgather
+  const std::size_t slot = wire::traits(call.kind).in_place == wire::InPlace::kSendIsOwnSlot
                                ? static_cast<std::size_t>(rank) * bytes.send
                                : 0;
   const auto* send_bytes = static_cast<const std::byte*>(call.send);
@@ -96,7 +96,7 @@ Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int 
   p.recv = bounce_at(0);
   // A root broadcasting in place already holds the result.
   const bool result_in_place =
-      call.kind == wire::CollectiveKind::kBroadcast && has_send && call.send == call.recv;
+      wire::traits(call.kind).senders == wire::Senders::kRoot && has_send && call.send == call.recv;
   if (!result_in_place) p.copy_out = CopyOut{0, static_cast<std::byte*>(call.recv), bytes.recv};
   if (!has_send) return p;
   if (send_ref) {

@@ -6,22 +6,15 @@
 
 #include "common/log.h"
 #include "service/cluster/gather_gate.h"
-#include "service/cluster/node_operation.h"
 #include "service/cluster/operation_schedule.h"
 #include "service/cluster/staged_allreduce.h"
+#include "service/collective/kind.h"
+#include "service/collective/node_operation.h"
 #include "service/device/staging.h"
 #include "service/integrity/checked_result.h"
 #include "service/integrity/linear_sum.h"
 #include "service/integrity/test_corruption.h"
 #include "service/observe/timeline.h"
-#include "service/ring/allgather.h"
-#include "service/ring/allreduce.h"
-#include "service/ring/alltoall.h"
-#include "service/ring/broadcast.h"
-#include "service/ring/direct_allreduce.h"
-#include "service/ring/halving_doubling.h"
-#include "service/ring/reduce_scatter.h"
-#include "service/route/route.h"
 
 namespace ringsync::service::cluster {
 
@@ -29,53 +22,7 @@ namespace asio = boost::asio;
 
 namespace {
 
-const char* ring_phase(wire::CollectiveKind kind) {
-  switch (kind) {
-    case wire::CollectiveKind::kAllreduce: return "ALLREDUCE";
-    case wire::CollectiveKind::kBroadcast: return "BROADCAST";
-    case wire::CollectiveKind::kAllgather: return "ALLGATHER";
-    case wire::CollectiveKind::kBarrier: return "BARRIER";
-    case wire::CollectiveKind::kReduceScatter: return "REDUCE_SCATTER";
-    case wire::CollectiveKind::kAlltoall: return "ALLTOALL";
-  }
-  return "RING";
-}
-
 Status kShutDown() { return Status::Closed("ringsyncd shut down during the collective"); }
-
-// Records the two phases of a ring allreduce on the timeline, from the engine
-// thread, as the task moves from reduce-scatter to allgather.
-class TimedAllreduce final : public ring::Task {
- public:
-  TimedAllreduce(std::unique_ptr<ring::Allreduce> inner, observe::Timeline* timeline, std::vector<std::string> names)
-      : inner_(std::move(inner)), timeline_(timeline), names_(std::move(names)) {}
-
-  Status post() override {
-    start_ = Clock::now();
-    return inner_->post();
-  }
-  ring::TaskState progress() override {
-    const ring::TaskState state = inner_->progress();
-    if (!switched_ && inner_->gathering()) {
-      switched_ = true;
-      gather_start_ = Clock::now();
-      for (const auto& name : names_) timeline_->phase(name, "REDUCE_SCATTER", start_, gather_start_);
-    }
-    if (state != ring::TaskState::kInProgress && switched_)
-      for (const auto& name : names_) timeline_->phase(name, "ALLGATHER", gather_start_, Clock::now());
-    return state;
-  }
-  void abort(const Status& why) override { inner_->abort(why); }
-  const Status& status() const override { return inner_->status(); }
-
- private:
-  std::unique_ptr<ring::Allreduce> inner_;
-  observe::Timeline* timeline_;
-  std::vector<std::string> names_;
-  Clock::time_point start_;
-  Clock::time_point gather_start_;
-  bool switched_ = false;
-};
 
 // A data task that keeps its gate alive as long as itself (the task holds a
 // plain pointer to it).
@@ -122,7 +69,7 @@ Executor::Executor(asio::io_context& io, const JobSpec& job, const ClusterConfig
       metrics_(metrics),
       timeline_(timeline),
       hooks_(std::move(hooks)),
-      ring_buffers_(RingBufferPool::create(settings.fusion_threshold_bytes)),
+      ring_buffers_(collective::RingBufferPool::create(settings.fusion_threshold_bytes)),
       corrupt_results_(integrity::corrupt_result_node() == job.node_rank && job.num_nodes > 1) {
   if (corrupt_results_)
     RS_LOG(warn, "ring") << integrity::kCorruptResultEnv << " is set: job '" << job.id << "' node "
@@ -175,11 +122,9 @@ void Executor::begin(std::shared_ptr<Running> running) {
   running->phase_since = running->started;
   metrics_.ring_operations.with({wire::collective_kind_name(op.kind)}).inc();
   metrics_.fused_tensors.with().inc(static_cast<double>(op.names.size()));
-  if (op.kind == wire::CollectiveKind::kBarrier) {
-    // The plan itself is the barrier: node 0 planned it once every node was ready.
-    complete(std::move(running), Status::Ok());
-    return;
-  }
+  running->route = choose_route(*running->planned);
+  if (running->route.path == route::Path::kPlanOnly) return complete(std::move(running), Status::Ok());
+  running->counted = true;
   ++in_flight_;
   running->epoch = epoch_;
   active_[op.sequence] = running;
@@ -187,8 +132,7 @@ void Executor::begin(std::shared_ptr<Running> running) {
   // it succeeded; the first failure completes the operation).
   using Done = OperationSchedule::Done;
   auto schedule = OperationSchedule::create();
-  const auto& tensors = running->planned->tensors;
-  if (tensors.size() == 1 && tensors[0].staging && tensors[0].staging->pipelined()) {
+  if (running->route.path == route::Path::kStagedRing) {
     // One GPU allreduce staged chunk by chunk: its copies to and from the
     // device overlap the ring; no gather, no scatter.
     schedule->then([this, running](Done done) { run_staged(running, std::move(done)); })
@@ -204,6 +148,42 @@ void Executor::begin(std::shared_ptr<Running> running) {
   });
 }
 
+route::Route Executor::choose_route(const PlannedOperation& planned) const {
+  const peer_wire::Operation& op = planned.op;
+  std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
+  const collective::RingBuffer ring = collective::kind_of(op.kind).ring_buffer(shape_of(op), counts);
+  route::Query query;
+  query.kind = op.kind;
+  query.bytes = ring.count * dtype_size(op.dtype);
+  query.alone = false;
+  query.nodes = job_.num_nodes;
+  query.staged_chunk_by_chunk =
+      planned.tensors.size() == 1 && planned.tensors[0].staging && planned.tensors[0].staging->pipelined();
+  return route::choose(route::Stage::kRunning, query, {settings_.inline_bytes, settings_.data_routes});
+}
+
+collective::OperationShape Executor::shape_of(const peer_wire::Operation& op) const {
+  return {op.kind, op.dtype, op.op, op.root, job_.node_rank, job_.num_nodes, job_.slots};
+}
+
+void Executor::on_pool(std::size_t pieces, std::function<void(std::size_t)> piece,
+                       std::function<void(const Status&)> then) {
+  pool_.run(pieces, std::move(piece),
+            // Runs on a pool thread, possibly while the daemon is being torn
+            // down: it touches only the io_context; the posted step runs on the
+            // control thread, where the job's ring keeps this executor until
+            // nothing of it is left in the pool (JobRing::done()).
+            [this, &io = io_, then = std::move(then)] {
+              asio::post(io, [this, then] { then(pool_.cancelled() ? kShutDown() : Status::Ok()); });
+            });
+}
+
+void Executor::record(const Running& running, std::string_view phase, Clock::time_point start) const {
+  if (!timeline_) return;
+  const Clock::time_point now = Clock::now();
+  for (const auto& name : running.planned->op.names) timeline_->phase(name, phase, start, now);
+}
+
 void Executor::fill_staged(std::shared_ptr<Running> running, OperationSchedule::Done done) {
   enter(*running, Phase::kStageIn);
   std::vector<std::shared_ptr<device::DeviceStaging>> unfilled;
@@ -211,14 +191,12 @@ void Executor::fill_staged(std::shared_ptr<Running> running, OperationSchedule::
     if (t.staging && t.staging->pipelined()) unfilled.push_back(t.staging);
   if (unfilled.empty()) return done(Status::Ok(), "");
   auto failures = std::make_shared<std::vector<Status>>(unfilled.size());
-  pool_.run(
+  on_pool(
       unfilled.size(), [unfilled, failures](std::size_t i) { (*failures)[i] = unfilled[i]->fill_host(); },
-      [this, &io = io_, failures, done = std::move(done)] {
-        asio::post(io, [this, failures, done] {
-          for (const Status& failed : *failures)
-            if (!failed.ok()) return done(failed, "");
-          done(pool_.cancelled() ? kShutDown() : Status::Ok(), "");
-        });
+      [failures, done = std::move(done)](const Status& status) {
+        for (const Status& failed : *failures)
+          if (!failed.ok()) return done(failed, "");
+        done(status, "");
       });
 }
 
@@ -238,12 +216,11 @@ void Executor::gather_and_ring(std::shared_ptr<Running> running, OperationSchedu
 
 bool Executor::ring_before_gather(const std::shared_ptr<Running>& running) const {
   const peer_wire::Operation& op = running->planned->op;
-  const NodeOperation& work = *running->work;
+  const collective::NodeOperation& work = *running->work;
   // The result check's linear sum reads the whole buffer when the ring starts.
-  if (op.kind != wire::CollectiveKind::kAllreduce || job_.num_nodes < 2 || ring_gone(running) || checks_linear_sum(op) ||
-      work.buffer_bytes() <= route::kInlineWorkBytes ||
-      route::data_algorithm(settings_.data_routes, op.kind, work.buffer_bytes(), job_.num_nodes) !=
-          route::Algorithm::kRing)
+  if (!collective::kind_of(op.kind).ring_reads_while_gathering() || running->route.path != route::Path::kRing ||
+      job_.num_nodes < 2 || ring_gone(running) || checks_linear_sum(op) ||
+      work.buffer_bytes() <= route::kInlineWorkBytes)
     return false;
   for (const auto& t : running->planned->tensors)
     if (t.staging) return false;  // GPU tensors: their host buffers are filled first (fill_staged)
@@ -251,10 +228,10 @@ bool Executor::ring_before_gather(const std::shared_ptr<Running>& running) const
 }
 
 std::shared_ptr<GatherGate> Executor::gather_gate(const std::shared_ptr<Running>& running) {
-  const NodeOperation& work = *running->work;
+  const collective::NodeOperation& work = *running->work;
   std::vector<GatherGate::Span> spans;
   for (std::size_t i = 0; i < work.gather_pieces(); ++i) {
-    const NodeOperation::Span span = work.gather_span(i);
+    const collective::NodeOperation::Span span = work.gather_span(i);
     spans.push_back({span.begin, span.bytes});
   }
   auto gate = std::make_shared<GatherGate>(running->work->buffer(), std::move(spans), engine_->waker());
@@ -262,7 +239,7 @@ std::shared_ptr<GatherGate> Executor::gather_gate(const std::shared_ptr<Running>
 }
 
 bool Executor::checks_linear_sum(const peer_wire::Operation& op) const {
-  return op.kind == wire::CollectiveKind::kAllreduce && settings_.verify_results == integrity::VerifyResults::kAll &&
+  return wire::reduces_to_all(op.kind) && settings_.verify_results == integrity::VerifyResults::kAll &&
          integrity::linear_applies(op.dtype, op.op);
 }
 
@@ -273,37 +250,31 @@ void Executor::gather_under_ring(std::shared_ptr<Running> running, std::shared_p
   auto order = std::make_shared<const std::vector<std::size_t>>(
       gate->ring_order(work->buffer_bytes(), dtype_size(work->shape().dtype), job_.num_nodes, job_.node_rank));
   auto join = std::make_shared<GatherJoin>();
-  pool_.run(
+  on_pool(
       order->size(),
       [work, gate, order](std::size_t k) {
         work->gather_piece((*order)[k]);
         gate->mark((*order)[k]);
       },
-      // As in gather(): the posted step runs on the control thread.
-      [this, &io = io_, running, join] {
-        asio::post(io, [this, running, join] {
-          join->gathered = true;
-          if (timeline_)
-            for (const auto& name : running->planned->op.names)
-              timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
-          if (join->after) std::exchange(join->after, nullptr)();
-        });
+      [this, running, join](const Status&) {
+        join->gathered = true;
+        record(*running, "LOCAL_REDUCE", running->started);
+        if (join->after) std::exchange(join->after, nullptr)();
       });
   run_ring(running, std::move(done), std::move(gate), std::move(join));
 }
 
 void Executor::make_work(Running& running) {
   const peer_wire::Operation& op = running.planned->op;
-  OperationShape shape{op.kind, op.dtype, op.op, op.root, job_.node_rank, job_.num_nodes, job_.slots};
   std::vector<std::size_t> counts(op.counts.begin(), op.counts.end());
-  std::vector<std::vector<local::Contribution>> tensors;
+  std::vector<std::vector<collective::Contribution>> tensors;
   for (const auto& t : running.planned->tensors) {
-    std::vector<local::Contribution> ranks;
+    std::vector<collective::Contribution> ranks;
     for (const auto& s : t.submissions) ranks.push_back(s.where);
     tensors.push_back(std::move(ranks));
   }
-  running.work = std::make_shared<NodeOperation>(shape, std::move(counts), std::move(tensors),
-                                                 settings_.ring_chunk_bytes, ring_buffers_.get());
+  running.work = std::make_shared<collective::NodeOperation>(shape_of(op), std::move(counts), std::move(tensors),
+                                                             settings_.ring_chunk_bytes, ring_buffers_.get());
 }
 
 void Executor::gather(std::shared_ptr<Running> running, OperationSchedule::Done done) {
@@ -314,15 +285,9 @@ void Executor::gather(std::shared_ptr<Running> running, OperationSchedule::Done 
     for (std::size_t i = 0; i < work->gather_pieces(); ++i) work->gather_piece(i);
     return done(Status::Ok(), "");
   }
-  pool_.run(
+  on_pool(
       work->gather_pieces(), [work](std::size_t i) { work->gather_piece(i); },
-      // Runs on a pool thread, possibly while the daemon is being torn down:
-      // it touches only the io_context; the posted step runs on the control
-      // thread, where the job's ring keeps this executor until nothing of
-      // it is left in the pool (JobRing::done()).
-      [this, &io = io_, done = std::move(done)] {
-        asio::post(io, [this, done] { done(pool_.cancelled() ? kShutDown() : Status::Ok(), ""); });
-      });
+      [done = std::move(done)](const Status& status) { done(status, ""); });
 }
 
 std::optional<Status> Executor::ring_gone(const std::shared_ptr<Running>& running) const {
@@ -351,6 +316,24 @@ void Executor::ring_done(const std::shared_ptr<Running>& running, const Status& 
   done(last_loss_.ok() ? status : last_loss_, "");
 }
 
+RingEngine::MakeTask Executor::data_task(const std::shared_ptr<Running>& running, std::shared_ptr<GatherGate> gate,
+                                         const std::byte* input) const {
+  const peer_wire::Operation& op = running->planned->op;
+  ring::RingOptions options = ring_options(op);
+  options.gate = gate.get();
+  options.input = input;
+  const std::size_t ranks = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
+  const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, job_.slots);
+  std::vector<std::string> names = timeline_ ? op.names : std::vector<std::string>{};
+  return [kind = &collective::kind_of(op.kind), work = running->work, path = running->route.path, options, ranks,
+          root_node, timeline = timeline_, names = std::move(names),
+          gate = std::move(gate)](transport::Transport& t) -> std::unique_ptr<ring::Task> {
+    auto task = kind->task({t, *work, path, options, ranks, root_node, timeline, &names});
+    if (gate) task = std::make_unique<GatedTask>(std::move(task), gate);
+    return task;
+  };
+}
+
 void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Done done,
                         std::shared_ptr<GatherGate> gate, std::shared_ptr<GatherJoin> join,
                         const std::byte* input) {
@@ -365,93 +348,44 @@ void Executor::run_ring(std::shared_ptr<Running> running, OperationSchedule::Don
     step();
   };
   if (pool_.cancelled()) return report([done] { done(kShutDown(), ""); });
-  if (timeline_ && !join && input == nullptr)  // with an input nothing was gathered
-    for (const auto& name : running->planned->op.names) timeline_->phase(name, "LOCAL_REDUCE", running->started, Clock::now());
+  if (!join && input == nullptr) record(*running, "LOCAL_REDUCE", running->started);  // with an input nothing was gathered
   if (auto gone = ring_gone(running)) return report([done, why = *gone] { done(why, ""); });
   const peer_wire::Operation& op = running->planned->op;
-  ring::RingOptions options = ring_options(op);
-  options.gate = gate.get();
-  options.input = input;
-  const std::size_t divisor = static_cast<std::size_t>(job_.num_nodes) * job_.slots;
-  const std::uint32_t root_node = op.root / std::max<std::uint32_t>(1, job_.slots);
-  auto work = running->work;
-  const Clock::time_point ring_start = Clock::now();
-  observe::Timeline* timeline = timeline_;
-  std::vector<std::string> names = timeline ? op.names : std::vector<std::string>{};
-  const route::Algorithm algorithm =
-      route::data_algorithm(settings_.data_routes, op.kind, work->buffer_bytes(), job_.num_nodes);
-  metrics_.data_operations.with({route::algorithm_name(algorithm)}).inc();
+  const route::Path path = running->route.path;
+  metrics_.data_operations.with({route::path_name(path)}).inc();
   enter(*running, Phase::kDataPlane);
-  running->algorithm = route::algorithm_name(algorithm);
-  RingEngine::MakeTask make_data = [work, options, divisor, root_node, timeline, names, algorithm, gate](transport::Transport& t)
-      -> std::unique_ptr<ring::Task> {
-    const auto& s = work->shape();
-    switch (s.kind) {
-      case wire::CollectiveKind::kBroadcast:
-        return std::make_unique<ring::Broadcast>(t, work->buffer(), work->buffer_count(), s.dtype,
-                                                 static_cast<int>(root_node), options);
-      case wire::CollectiveKind::kAllgather:
-        return std::make_unique<ring::Allgather>(t, work->buffer(), work->buffer_count(), s.dtype, options);
-      case wire::CollectiveKind::kReduceScatter:
-        // The ring's first phase alone: segment n, this node's output blocks,
-        // ends reduced here.
-        return std::make_unique<ring::ReduceScatter>(t, work->buffer(), work->buffer_count(), s.dtype, s.op,
-                                                     divisor, options);
-      case wire::CollectiveKind::kAlltoall: {
-        const std::size_t half = work->buffer_count() / 2;
-        return std::make_unique<ring::Alltoall>(t, work->buffer(), work->buffer() + half * dtype_size(s.dtype),
-                                                work->node_block_count(), s.dtype, options);
-      }
-      default: {
-        if (algorithm == route::Algorithm::kHalvingDoubling)
-          return std::make_unique<ring::HalvingDoublingAllreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
-                                                                  s.op, divisor, options);
-        if (algorithm == route::Algorithm::kDirect)
-          return std::make_unique<ring::DirectAllreduce>(t, work->buffer(), work->buffer_count(), s.dtype, s.op,
-                                                         divisor, options);
-        auto allreduce = std::make_unique<ring::Allreduce>(t, work->buffer(), work->buffer_count(), s.dtype,
-                                                           s.op, divisor, options);
-        std::unique_ptr<ring::Task> task;
-        if (timeline)
-          task = std::make_unique<TimedAllreduce>(std::move(allreduce), timeline, names);
-        else
-          task = std::move(allreduce);
-        if (gate) task = std::make_unique<GatedTask>(std::move(task), gate);
-        return task;
-      }
-    }
-  };
-  // The result check, when on, runs after the data task (service/integrity/checked_result.h).
+  running->algorithm = route::path_name(path);
+  const Clock::time_point ring_start = Clock::now();
+
+  // The kind's task on the route's path (service/collective/), then the
+  // result check when it is on (service/integrity/checked_result.h), every
+  // message of both recorded for the progress deadline and the in-flight view.
+  RingEngine::MakeTask make = data_task(running, std::move(gate), input);
   std::shared_ptr<integrity::CheckOutcome> check;
-  RingEngine::MakeTask make = std::move(make_data);
-  if (settings_.verify_results != integrity::VerifyResults::kOff && integrity::result_is_shared(op.kind) &&
+  if (settings_.verify_results != integrity::VerifyResults::kOff && wire::traits(op.kind).shared_result &&
       job_.num_nodes > 1) {
     check = std::make_shared<integrity::CheckOutcome>();
     integrity::CheckSpec spec{settings_.verify_results, describe(op), corrupt_results_};
     // Whole results of integer sums: their inputs' linear sums are checked too.
     spec.linear = checks_linear_sum(op);
     spec.dtype = op.dtype;
-    make = [make_data = std::move(make), work, options, spec, check](transport::Transport& t) {
-      return std::make_unique<integrity::CheckedResult>(t, make_data(t), work->buffer(), work->buffer_bytes(),
-                                                        options, spec, check);
+    make = [data = std::move(make), work = running->work, options = ring_options(op), spec,
+            check](transport::Transport& t) {
+      return std::make_unique<integrity::CheckedResult>(t, data(t), work->buffer(), work->buffer_bytes(), options,
+                                                        spec, check);
     };
   }
-  // Every message of the data task and its check is recorded for the
-  // progress deadline and the in-flight view.
   running->watch = std::make_shared<transport::OperationWatch>(running->phase_since);
   make = [inner = std::move(make), watch = running->watch](transport::Transport& t) -> std::unique_ptr<ring::Task> {
     return std::make_unique<WatchedTask>(t, watch, inner);
   };
-  // A ring allreduce records its two halves itself (TimedAllreduce); every
-  // other data task is one phase, from the hand-off to the ring's thread to its end.
-  const bool timed_inside = op.kind == wire::CollectiveKind::kAllreduce && algorithm == route::Algorithm::kRing;
-  const char* phase = algorithm == route::Algorithm::kHalvingDoubling ? "HALVING_DOUBLING"
-                      : algorithm == route::Algorithm::kDirect        ? "DIRECT_ALLREDUCE"
-                                                                      : ring_phase(op.kind);
-  engine_->run(std::move(make), [this, running, ring_start, check, timed_inside, phase, report,
+
+  // A task that records its own phases (the ring allreduce's two halves) has
+  // none here; every other is one phase, from the hand-off to the ring's thread to its end.
+  const char* phase = collective::kind_of(op.kind).data_phase(path);
+  engine_->run(std::move(make), [this, running, ring_start, check, phase, report,
                                  done = std::move(done)](const Status& status) {
-    if (timeline_ && !timed_inside)
-      for (const auto& name : running->planned->op.names) timeline_->phase(name, phase, ring_start, Clock::now());
+    if (phase) record(*running, phase, ring_start);
     report([this, running, check, status, done] {
       if (check && check->mismatch) {
         // Every node compared the same words and fails alike: the ring itself is fine.
@@ -477,7 +411,7 @@ void Executor::run_staged(std::shared_ptr<Running> running, OperationSchedule::D
   std::function<void()> wake = engine_->waker();
   const Clock::time_point ring_start = Clock::now();
   enter(*running, Phase::kDataPlane);
-  running->algorithm = "staged ring";
+  running->algorithm = route::path_name(route::Path::kStagedRing);
   running->watch = std::make_shared<transport::OperationWatch>(running->phase_since);
   RingEngine::MakeTask make_staged = [staging, options, divisor, count, dtype = op.dtype, reduction = op.op, copy_bytes,
                                wake](transport::Transport& t) -> std::unique_ptr<ring::Task> {
@@ -488,8 +422,7 @@ void Executor::run_staged(std::shared_ptr<Running> running, OperationSchedule::D
   RingEngine::MakeTask make = [inner = std::move(make_staged), watch = running->watch](transport::Transport& t)
       -> std::unique_ptr<ring::Task> { return std::make_unique<WatchedTask>(t, watch, inner); };
   engine_->run(std::move(make), [this, running, staging, ring_start, done = std::move(done)](const Status& status) {
-    if (timeline_)
-      for (const auto& name : running->planned->op.names) timeline_->phase(name, "STAGED_ALLREDUCE", ring_start, Clock::now());
+    record(*running, "STAGED_ALLREDUCE", ring_start);
     if (status.ok()) staging->result_on_device();
     ring_done(running, status, done);
   });
@@ -501,18 +434,14 @@ void Executor::scatter(std::shared_ptr<Running> running, OperationSchedule::Done
   const Clock::time_point start = Clock::now();
   if (work->buffer_bytes() <= route::kInlineWorkBytes) {
     for (std::size_t i = 0; i < work->scatter_pieces(); ++i) work->scatter_piece(i);
-    if (timeline_)
-      for (const auto& name : running->planned->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
+    record(*running, "COPY_OUT", start);
     return done(Status::Ok(), "");
   }
-  pool_.run(
+  on_pool(
       work->scatter_pieces(), [work](std::size_t i) { work->scatter_piece(i); },
-      [this, &io = io_, running, start, done = std::move(done)] {
-        asio::post(io, [this, running, start, done] {
-          if (timeline_)
-            for (const auto& name : running->planned->op.names) timeline_->phase(name, "COPY_OUT", start, Clock::now());
-          done(pool_.cancelled() ? kShutDown() : Status::Ok(), "");
-        });
+      [this, running, start, done = std::move(done)](const Status& status) {
+        record(*running, "COPY_OUT", start);
+        done(status, "");
       });
 }
 
@@ -525,23 +454,21 @@ void Executor::stage_out(std::shared_ptr<Running> running, OperationSchedule::Do
   enter(*running, Phase::kStageOut);
   running->copied_back.assign(tensors.size(), Status::Ok());
   const Clock::time_point start = Clock::now();
-  pool_.run(
+  on_pool(
       staged.size(),
       [running, staged](std::size_t k) {
         running->copied_back[staged[k]] = running->planned->tensors[staged[k]].staging->stage_out();
       },
-      [this, &io = io_, running, start, done = std::move(done)] {
-        asio::post(io, [this, running, start, done] {
-          if (timeline_)
-            for (const auto& t : running->planned->tensors)
-              if (t.staging) timeline_->phase(t.name, "STAGE_OUT", start, Clock::now());
-          done(pool_.cancelled() ? kShutDown() : Status::Ok(), "");
-        });
+      [this, running, start, done = std::move(done)](const Status& status) {
+        if (timeline_)
+          for (const auto& t : running->planned->tensors)
+            if (t.staging) timeline_->phase(t.name, "STAGE_OUT", start, Clock::now());
+        done(status, "");
       });
 }
 
 void Executor::complete(std::shared_ptr<Running> running, const Status& status, std::string_view error_kind) {
-  if (running->planned->op.kind != wire::CollectiveKind::kBarrier) --in_flight_;
+  if (running->counted) --in_flight_;
   if (running->epoch == epoch_) active_.erase(running->planned->op.sequence);
   running->work.reset();
   const std::size_t ranks = static_cast<std::size_t>(job_.num_nodes) * job_.slots;

@@ -31,9 +31,11 @@
 #include "service/cluster/job_spec.h"
 #include "service/cluster/operation_schedule.h"
 #include "service/cluster/ring_engine.h"
-#include "service/cluster/ring_buffer_pool.h"
+#include "service/collective/kind.h"
+#include "service/collective/ring_buffer_pool.h"
 #include "service/daemon_config.h"
 #include "service/observe/daemon_metrics.h"
+#include "service/route/route.h"
 #include "service/threads/work_pool.h"
 #include "service/transport/watched.h"
 
@@ -44,8 +46,6 @@ class Timeline;
 namespace ringsync::service::cluster {
 
 class GatherGate;
-
-class NodeOperation;
 
 class Executor {
  public:
@@ -117,7 +117,9 @@ class Executor {
   enum class Phase : std::uint8_t { kStageIn, kGather, kDataPlane, kCopyOut, kStageOut };
   struct Running {
     std::shared_ptr<PlannedOperation> planned;
-    std::shared_ptr<NodeOperation> work;
+    route::Route route;  // its path, chosen once (begin())
+    bool counted = false;  // in in_flight_
+    std::shared_ptr<collective::NodeOperation> work;
     std::uint64_t epoch = 0;  // the ring it was planned on
     Clock::time_point started;
     // By tensor, once stage_out ran: a GPU copy-back that failed (Ok otherwise).
@@ -136,9 +138,16 @@ class Executor {
   InFlight view(const Running& running, Clock::time_point now) const;
 
   void start_operations();
-  // Builds the operation's schedule (operation_schedule.h) and starts it; its
-  // steps below each report through `done`.
+  // Chooses the operation's route, builds its schedule (operation_schedule.h)
+  // and starts it; its steps below each report through `done`.
   void begin(std::shared_ptr<Running> running);
+  route::Route choose_route(const PlannedOperation& planned) const;
+  collective::OperationShape shape_of(const peer_wire::Operation& op) const;
+  // Runs `pieces` on the pool, then `then` on the control thread (with the
+  // shutdown's status when the pool was cancelled meanwhile).
+  void on_pool(std::size_t pieces, std::function<void(std::size_t)> piece, std::function<void(const Status&)> then);
+  // A timeline phase of every tensor of the operation, from `start` to now.
+  void record(const Running& running, std::string_view phase, Clock::time_point start) const;
   // GPU tensors of a fused operation: their host buffers are filled first.
   void fill_staged(std::shared_ptr<Running> running, OperationSchedule::Done done);
   // The local ranks' data into the ring buffer, then the data task between the
@@ -166,6 +175,10 @@ class Executor {
     bool gathered = false;        // the pool's done() came back
     std::function<void()> after;  // the ring's report, held until then
   };
+  // The kind's data task on the route's path (gate: it runs beside its
+  // gather; input: it reads it instead of a gathered buffer).
+  RingEngine::MakeTask data_task(const std::shared_ptr<Running>& running, std::shared_ptr<GatherGate> gate,
+                                 const std::byte* input) const;
   // The data task between the nodes (ring, halving-doubling or direct), and the
   // result check; gate and join: its gather runs beside it (gather_under_ring);
   // input: a ring allreduce reads it instead of a gathered buffer (out of place).
@@ -197,7 +210,7 @@ class Executor {
   Hooks hooks_;
   // Ring buffers of fused and in-place operations, kept up to one fusion
   // buffer's worth between operations.
-  std::shared_ptr<RingBufferPool> ring_buffers_;
+  std::shared_ptr<collective::RingBufferPool> ring_buffers_;
   // Test only: this node flips a bit of each checked result (integrity/test_corruption.h).
   const bool corrupt_results_;
 

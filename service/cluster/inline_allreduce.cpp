@@ -17,7 +17,7 @@ std::optional<std::vector<std::uint8_t>> local_reduction(const local::PendingCol
   if (max_bytes == 0 || collective.staging || collective.submissions.empty()) return std::nullopt;
   const wire::Collective& c = collective.submissions.front().request;
   const std::size_t bytes = tensor_bytes(c);
-  if (c.kind != wire::CollectiveKind::kAllreduce || c.memory != wire::Memory::kHost || bytes == 0 ||
+  if (!wire::reduces_to_all(c.kind) || c.memory != wire::Memory::kHost || bytes == 0 ||
       bytes > max_bytes)
     return std::nullopt;
   std::vector<const void*> srcs;

@@ -21,6 +21,18 @@ peer_wire::ReadyTensor describe(const local::PendingCollective& p) {
   return peer_wire::ReadyTensor{p.name, c.kind, c.dtype, c.op, c.count, c.root};
 }
 
+// What the route knows of a tensor ready on this node of the job's ring.
+route::Query query_of(const local::PendingCollective& p, std::uint32_t nodes) {
+  const wire::Collective& c = p.submissions.front().request;
+  route::Query q;
+  q.kind = c.kind;
+  q.bytes = c.count * dtype_size(c.dtype);
+  q.alone = false;
+  q.nodes = nodes;
+  q.device = c.memory == wire::Memory::kDevice || p.staging != nullptr;
+  return q;
+}
+
 }  // namespace
 
 Negotiator::Negotiator(asio::io_context& io, const JobSpec& job, const ClusterConfig& settings,
@@ -43,7 +55,6 @@ void Negotiator::formed(std::uint64_t epoch, ControlPlane* control) {
   holding_ = false;
   epoch_ = epoch;
   control_ = control;
-  direct_limit_ = negotiation::direct_limit(settings_.inline_bytes, job_.num_nodes);
   plans_applied_ = 0;
   next_cycle_ = 1;
   plan_scheduled_ = false;
@@ -171,22 +182,25 @@ void Negotiator::local_ready(local::PendingCollective collective) {
 }
 
 void Negotiator::report(const local::PendingCollective& front) {
-  peer_wire::ReadyTensor tensor = describe(front);
-  if (!negotiation::exchanged_directly(tensor, direct_limit_)) {
+  const route::Query query = query_of(front, job_.num_nodes);
+  const route::Limits limits{settings_.inline_bytes, settings_.data_routes};
+  if (route::choose(route::Stage::kOnNode, query, limits).path != route::Path::kDirectExchange) {
     negotiate(front);
     return;
   }
   // Every node decides the same from the description; a node that cannot
   // give its local reduction (GPU buffers) still takes part, with no data.
-  auto data = local_reduction(front, direct_limit_);
-  unannounced_.push_back({std::move(tensor), data ? std::move(*data) : std::vector<std::uint8_t>{}});
+  auto data = local_reduction(front, query.bytes);
+  unannounced_.push_back({describe(front), data ? std::move(*data) : std::vector<std::uint8_t>{}});
   schedule_report();
 }
 
 void Negotiator::negotiate(const local::PendingCollective& front, bool with_data) {
-  unreported_.push_back(
-      {describe(front),
-       with_data ? local_reduction(front, negotiation::inline_limit(settings_.inline_bytes, job_.num_nodes)) : std::nullopt});
+  // Node 0 may answer a small allreduce with the plan (route: inline) when
+  // every node sent its local reduction.
+  const route::Query query = query_of(front, job_.num_nodes);
+  const bool offer = with_data && route::offers_local_reduction(query, {settings_.inline_bytes, settings_.data_routes});
+  unreported_.push_back({describe(front), offer ? local_reduction(front, query.bytes) : std::nullopt});
   schedule_report();
 }
 

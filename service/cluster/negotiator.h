@@ -33,6 +33,7 @@
 #include "service/negotiation/direct_exchange.h"
 #include "service/negotiation/response_cache.h"
 #include "service/observe/daemon_metrics.h"
+#include "service/route/route.h"
 
 namespace ringsync::service::observe {
 class Timeline;
@@ -168,7 +169,6 @@ class Negotiator {
   std::optional<Status> broken_;  // break_run(): why new tensors fail
   bool holding_ = false;          // hold(): new tensors wait for the next ring
   std::uint64_t epoch_ = 0;
-  std::uint64_t direct_limit_ = 0;
 
   std::map<std::string, Waiting> waiting_;
   std::vector<Unreported> unreported_;

@@ -1,10 +1,12 @@
 #include "service/device/staging.h"
 
-#include "service/device/collective.h"
+#include "service/collective/copies.h"
+#include "service/collective/kind.h"
+#include "service/route/route.h"
 
 namespace ringsync::service::device {
 
-Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(local::LocalPlan plan, NodeShape shape,
+Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(collective::LocalPlan plan, NodeShape shape,
                                                              DeviceBackend& backend, int device,
                                                              std::size_t pipeline_chunk) {
   if (plan.ranks.size() != shape.local_size || shape.local_size == 0)
@@ -12,14 +14,15 @@ Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(local::LocalPlan pl
                             " local ranks on a node of " + std::to_string(shape.local_size));
   const std::size_t ranks = static_cast<std::size_t>(shape.num_nodes) * shape.local_size;
   const wire::Extent extent = wire::extent(plan.kind, plan.count, ranks);
+  const collective::Staging layout = collective::kind_of(plan.kind).staging();
   std::size_t bytes = extent.recv * dtype_size(plan.dtype);
-  if (per_rank(plan.kind)) bytes = (extent.send + extent.recv) * dtype_size(plan.dtype) * shape.local_size;
+  if (layout == collective::Staging::kPerRank)
+    bytes = (extent.send + extent.recv) * dtype_size(plan.dtype) * shape.local_size;
   auto host = backend.host_buffer(bytes);
   if (!host.ok()) return host.status();
   std::unique_ptr<DeviceStaging> staging(
-      new DeviceStaging(std::move(plan), shape, std::move(host).value(), backend, device));
-  if (pipeline_chunk > 0 && staging->plan_.kind == wire::CollectiveKind::kAllreduce && shape.num_nodes > 1 &&
-      bytes >= kPipelinedBytes) {
+      new DeviceStaging(std::move(plan), shape, layout, std::move(host).value(), backend, device));
+  if (pipeline_chunk > 0 && route::staged_chunk_by_chunk(staging->plan_.kind, bytes, shape.num_nodes)) {
     auto copier = backend.copier(device);
     if (!copier.ok()) return copier.status();
     staging->copier_ = std::move(copier).value();
@@ -29,9 +32,14 @@ Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(local::LocalPlan pl
   return staging;
 }
 
-DeviceStaging::DeviceStaging(local::LocalPlan plan, NodeShape shape, std::unique_ptr<HostBuffer> host,
-                             DeviceBackend& backend, int device)
-    : plan_(std::move(plan)), shape_(shape), host_(std::move(host)), backend_(&backend), device_(device) {}
+DeviceStaging::DeviceStaging(collective::LocalPlan plan, NodeShape shape, collective::Staging layout,
+                             std::unique_ptr<HostBuffer> host, DeviceBackend& backend, int device)
+    : plan_(std::move(plan)),
+      shape_(shape),
+      layout_(layout),
+      host_(std::move(host)),
+      backend_(&backend),
+      device_(device) {}
 
 const void* DeviceStaging::ring_input() const {
   // One local rank: its input as it is; several: their reduction, in rank 0's output.
@@ -54,10 +62,6 @@ Status DeviceStaging::fill_host() {
 
 std::size_t DeviceStaging::element_bytes() const { return dtype_size(plan_.dtype); }
 
-bool DeviceStaging::per_rank(wire::CollectiveKind kind) {
-  return kind == wire::CollectiveKind::kReduceScatter || kind == wire::CollectiveKind::kAlltoall;
-}
-
 wire::Extent DeviceStaging::rank_extent_bytes() const {
   const wire::Extent e =
       wire::extent(plan_.kind, plan_.count, static_cast<std::uint64_t>(shape_.num_nodes) * shape_.local_size);
@@ -77,8 +81,8 @@ Status DeviceStaging::stage_in(DeviceQueue& queue) {
   const std::size_t bytes = rank_bytes();
   if (bytes == 0) return Status::Ok();
   std::byte* host = host_->data();
-  switch (plan_.kind) {
-    case wire::CollectiveKind::kAllreduce: {
+  switch (layout_) {
+    case collective::Staging::kReduced: {
       const auto& ranks = plan_.ranks;
       if (ranks.size() > 1) {
         std::vector<const void*> srcs;
@@ -95,52 +99,50 @@ Status DeviceStaging::stage_in(DeviceQueue& queue) {
       }
       break;
     }
-    case wire::CollectiveKind::kBroadcast:
+    case collective::Staging::kRootInput:
       if (root_here())
         RINGSYNC_RETURN_IF_ERROR(
             queue.copy_to_host(host, plan_.ranks[plan_.root % shape_.local_size].send, bytes));
       break;
-    case wire::CollectiveKind::kAllgather: {
+    case collective::Staging::kSlots: {
       const std::size_t first_slot = static_cast<std::size_t>(shape_.node_rank) * shape_.local_size;
       for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
         RINGSYNC_RETURN_IF_ERROR(
             queue.copy_to_host(host + (first_slot + r) * bytes, plan_.ranks[r].send, bytes));
       break;
     }
-    case wire::CollectiveKind::kReduceScatter:
-    case wire::CollectiveKind::kAlltoall:
+    case collective::Staging::kPerRank:
       for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
         RINGSYNC_RETURN_IF_ERROR(queue.copy_to_host(host_send(r), plan_.ranks[r].send, rank_extent_bytes().send));
       break;
-    case wire::CollectiveKind::kBarrier: return Status::Ok();
+    case collective::Staging::kNone: return Status::Ok();
   }
   return queue.synchronize();
 }
 
-std::vector<local::Contribution> DeviceStaging::host_contributions() const {
-  std::vector<local::Contribution> view(plan_.ranks.size());
+std::vector<collective::Contribution> DeviceStaging::host_contributions() const {
+  std::vector<collective::Contribution> view(plan_.ranks.size());
   if (rank_bytes() == 0) return view;
   std::byte* host = host_->data();
-  switch (plan_.kind) {
-    case wire::CollectiveKind::kAllreduce: view[0] = local::Contribution{host, host}; break;
-    case wire::CollectiveKind::kBroadcast: {
+  switch (layout_) {
+    case collective::Staging::kReduced: view[0] = collective::Contribution{host, host}; break;
+    case collective::Staging::kRootInput: {
       // Only the root's input is read: the carrier sits where the root is.
       const std::size_t carrier = root_here() ? plan_.root % shape_.local_size : 0;
-      view[carrier] = local::Contribution{host, host};
+      view[carrier] = collective::Contribution{host, host};
       break;
     }
-    case wire::CollectiveKind::kAllgather: {
+    case collective::Staging::kSlots: {
       const std::size_t first_slot = static_cast<std::size_t>(shape_.node_rank) * shape_.local_size;
       for (std::size_t r = 0; r < view.size(); ++r)
         view[r].send = host + (first_slot + r) * rank_bytes();
       view[0].recv = host;  // in place: the gathered result lands around the inputs
       break;
     }
-    case wire::CollectiveKind::kReduceScatter:
-    case wire::CollectiveKind::kAlltoall:
-      for (std::size_t r = 0; r < view.size(); ++r) view[r] = local::Contribution{host_send(r), host_recv(r)};
+    case collective::Staging::kPerRank:
+      for (std::size_t r = 0; r < view.size(); ++r) view[r] = collective::Contribution{host_send(r), host_recv(r)};
       break;
-    case wire::CollectiveKind::kBarrier: break;
+    case collective::Staging::kNone: break;
   }
   return view;
 }
@@ -152,16 +154,16 @@ Status DeviceStaging::stage_out() {
 }
 
 Status DeviceStaging::stage_out(DeviceQueue& queue) {
-  const std::size_t bytes = plan_.kind == wire::CollectiveKind::kBarrier ? 0 : host_->size();
+  const std::size_t bytes = layout_ == collective::Staging::kNone ? 0 : host_->size();
   if (bytes == 0) return Status::Ok();
-  if (per_rank(plan_.kind)) {  // every rank its own result
+  if (layout_ == collective::Staging::kPerRank) {  // every rank its own result
     for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
       RINGSYNC_RETURN_IF_ERROR(queue.copy_to_device(plan_.ranks[r].recv, host_recv(r), rank_extent_bytes().recv));
     return queue.synchronize();
   }
   if (!result_on_device_)
     RINGSYNC_RETURN_IF_ERROR(queue.copy_to_device(plan_.ranks[0].recv, host_->data(), bytes));
-  RINGSYNC_RETURN_IF_ERROR(spread_from_first(plan_, bytes, queue));
+  RINGSYNC_RETURN_IF_ERROR(collective::spread_from_first(plan_, bytes, queue));
   return queue.synchronize();
 }
 

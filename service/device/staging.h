@@ -3,20 +3,22 @@
 // goes to one pinned host buffer before or during the ring and the result goes
 // back to every local rank's GPU output after or during it.
 //
-//   stage_in:  allreduce  reduce the L inputs on the GPU (into local rank 0's
+// How, the kind says (collective::Staging):
+//   stage_in:  reduced    reduce the L inputs on the GPU (into local rank 0's
 //                         output); copy that to the host buffer, unless the
 //                         allreduce is pipelined (below)
-//              broadcast  the root's input, when the root is on this node
-//              allgather  each local rank's input into its slot
-//              reduce-scatter, alltoall  each local rank's input into a host
-//                         input of its own (the ring path reduces or packs
-//                         them; every rank has an output slot of its own)
+//              root input the root's input, when the root is on this node
+//              slots      each local rank's input into its slot
+//              per rank   each local rank's input into a host input of its own
+//                         (the ring path reduces or packs them; every rank has
+//                         an output slot of its own)
 //   the ring:  runs on host_contributions(), the host path's view of the node
 //   stage_out: the host result to local rank 0's output (unless a pipelined ring
-//              put it there already), device to device to the others;
-//              reduce-scatter and alltoall: each rank's host output to its own
+//              put it there already), device to device to the others; per
+//              rank: each rank's host output to its own
 //
-// Pipelined (an allreduce of at least kPipelinedBytes on several nodes): the ring
+// Pipelined (route::staged_chunk_by_chunk(): an allreduce of at least
+// route::kStagedRingBytes on several nodes): the ring
 // runs directly over the host buffer as a cluster::StagedAllreduce, which copies
 // the reduced input in and the result out chunk by chunk while the ring runs
 // (copier(), staged_buffers()); the executor then calls result_on_device(). Should
@@ -35,8 +37,10 @@
 #include "common/status.h"
 #include "cuda/chunk_copier.h"
 #include "service/cluster/ring_staging.h"
+#include "service/collective/kind.h"
+#include "service/collective/plan.h"
 #include "service/device/backend.h"
-#include "service/local/local_collective.h"
+#include "service/route/route.h"
 
 namespace ringsync::service::device {
 
@@ -48,16 +52,15 @@ struct NodeShape {
 
 class DeviceStaging {
  public:
-  // Smallest allreduce that is pipelined: below it a whole copy takes a few
-  // microseconds, and the copy engine's per-chunk cost would outweigh the overlap.
-  static constexpr std::size_t kPipelinedBytes = std::size_t{1} << 20;
+  // Smallest allreduce that is pipelined (route::kStagedRingBytes).
+  static constexpr std::size_t kPipelinedBytes = route::kStagedRingBytes;
 
   // `plan` holds this node's L local ranks (device addresses); plan.root is a
   // global rank; `device` is where the queues run. Allocates the host buffer (and,
   // pipelined, a copy engine). `backend` outlives the staging. `pipeline_chunk`:
   // the largest copy of a pipelined allreduce (--gpu-staging-chunk); 0 stages
   // whole buffers.
-  static Result<std::unique_ptr<DeviceStaging>> create(local::LocalPlan plan, NodeShape shape,
+  static Result<std::unique_ptr<DeviceStaging>> create(collective::LocalPlan plan, NodeShape shape,
                                                        DeviceBackend& backend, int device,
                                                        std::size_t pipeline_chunk = 0);
 
@@ -80,29 +83,29 @@ class DeviceStaging {
   Status fill_host();
 
   // The local ranks' buffers as the host ring path sees them (index = local rank).
-  std::vector<local::Contribution> host_contributions() const;
+  std::vector<collective::Contribution> host_contributions() const;
 
-  const local::LocalPlan& plan() const { return plan_; }
+  const collective::LocalPlan& plan() const { return plan_; }
   std::size_t host_bytes() const { return host_->size(); }
 
  private:
-  DeviceStaging(local::LocalPlan plan, NodeShape shape, std::unique_ptr<HostBuffer> host, DeviceBackend& backend,
-                int device);
+  DeviceStaging(collective::LocalPlan plan, NodeShape shape, collective::Staging layout,
+                std::unique_ptr<HostBuffer> host, DeviceBackend& backend, int device);
   // The device buffer that holds this node's input for the ring (allreduce).
   const void* ring_input() const;
   std::size_t element_bytes() const;
   std::size_t rank_bytes() const { return plan_.count * element_bytes(); }
-  // Reduce-scatter and alltoall: each local rank has a host input and output
-  // of its own (host_send(r), host_recv(r)), as its extent in bytes says.
-  static bool per_rank(wire::CollectiveKind kind);
+  // Per rank: each local rank has a host input and output of its own
+  // (host_send(r), host_recv(r)), as its extent in bytes says.
   wire::Extent rank_extent_bytes() const;
   std::byte* host_send(std::size_t r) const;
   std::byte* host_recv(std::size_t r) const;
   // The global rank of the broadcast root is on this node.
   bool root_here() const;
 
-  local::LocalPlan plan_;
+  collective::LocalPlan plan_;
   NodeShape shape_;
+  collective::Staging layout_;
   std::unique_ptr<HostBuffer> host_;
   DeviceBackend* backend_;
   int device_;

@@ -20,9 +20,6 @@ std::string_view verify_results_name(VerifyResults mode) {
   return "off";
 }
 
-bool result_is_shared(wire::CollectiveKind kind) {
-  return kind == wire::CollectiveKind::kAllreduce || kind == wire::CollectiveKind::kBroadcast ||
-         kind == wire::CollectiveKind::kAllgather;
-}
+bool result_is_shared(wire::CollectiveKind kind) { return wire::traits(kind).shared_result; }
 
 }  // namespace ringsync::service::integrity

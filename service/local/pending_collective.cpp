@@ -18,9 +18,9 @@ std::vector<std::uint32_t> PendingCollective::present_ranks() const {
   return ranks;
 }
 
-LocalPlan plan_of(const PendingCollective& collective) {
+collective::LocalPlan plan_of(const PendingCollective& collective) {
   const wire::Collective& first = collective.submissions.front().request;
-  LocalPlan plan;
+  collective::LocalPlan plan;
   plan.kind = first.kind;
   plan.dtype = first.dtype;
   plan.op = first.op;
@@ -69,12 +69,12 @@ Status check_agreement(const PendingCollective& p) {
   if (!problems.empty()) {
     // Different collectives under one name: the other fields mean nothing.
   } else {
-    const auto kind = p.submissions.front().request.kind;
+    const wire::CollectiveKind kind = p.submissions.front().request.kind;
     // One kind of memory per collective: the node's data moves in one place.
     compare_field(p, "memory", [](const wire::Collective& c) {
       return std::string(wire::memory_name(c.memory));
     }, problems);
-    if (kind != wire::CollectiveKind::kBarrier) {
+    if (wire::moves_data(kind)) {
       compare_field(p, "dtype", [](const wire::Collective& c) {
         return std::string(dtype_name(c.dtype));
       }, problems);
@@ -86,7 +86,7 @@ Status check_agreement(const PendingCollective& p) {
       compare_field(p, "op", [](const wire::Collective& c) {
         return std::string(reduce_op_name(c.op));
       }, problems);
-    if (kind == wire::CollectiveKind::kBroadcast)
+    if (wire::traits(kind).rooted)
       compare_field(p, "root", [](const wire::Collective& c) {
         return std::to_string(c.root);
       }, problems);

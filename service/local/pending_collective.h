@@ -14,7 +14,7 @@
 #include "common/shm.h"
 #include "common/status.h"
 #include "common/wire.h"
-#include "service/local/local_collective.h"
+#include "service/collective/plan.h"
 
 namespace ringsync::service::device {
 class DeviceMapping;
@@ -31,7 +31,7 @@ namespace ringsync::service::local {
 struct Submission {
   std::uint32_t local_rank = 0;
   wire::Collective request;  // request.memory: host or GPU buffers
-  Contribution where;        // GPU buffers: device addresses in the daemon
+  collective::Contribution where;  // GPU buffers: device addresses in the daemon
   int device = -1;           // GPU buffers: the device of the receive buffer
   std::vector<std::shared_ptr<shm::Region>> keepalive;  // buffers stay mapped until done
   std::vector<std::shared_ptr<const device::DeviceMapping>> device_keepalive;
@@ -64,7 +64,7 @@ Status check_agreement(const PendingCollective& pending);
 
 // The data movement of a ready collective: its shape and every rank's buffers
 // (submissions are by local rank once ready).
-LocalPlan plan_of(const PendingCollective& collective);
+collective::LocalPlan plan_of(const PendingCollective& collective);
 
 // "0,2,5" — for messages.
 std::string rank_list(const std::vector<std::uint32_t>& ranks);

@@ -4,6 +4,7 @@
 
 #include "service/local/pending_collective.h"
 #include "service/negotiation/combine.h"
+#include "service/route/route.h"
 
 namespace ringsync::service::negotiation {
 
@@ -40,10 +41,10 @@ std::string disagreement(const std::string& name,
   if (problems.empty()) {
     compare(by_node, "dtype", [](const auto& t) { return std::string(dtype_name(t.dtype)); }, problems);
     compare(by_node, "count", [](const auto& t) { return std::to_string(t.count); }, problems);
-    const auto kind = std::find_if(by_node.begin(), by_node.end(), [](const auto& t) { return t.has_value(); });
-    if (kind != by_node.end() && wire::reduces((*kind)->kind))
+    const auto first = std::find_if(by_node.begin(), by_node.end(), [](const auto& t) { return t.has_value(); });
+    if (first != by_node.end() && wire::traits((*first)->kind).reduces)
       compare(by_node, "op", [](const auto& t) { return std::string(reduce_op_name(t.op)); }, problems);
-    if (kind != by_node.end() && (*kind)->kind == wire::CollectiveKind::kBroadcast)
+    if (first != by_node.end() && wire::traits((*first)->kind).rooted)
       compare(by_node, "root", [](const auto& t) { return std::to_string(t.root); }, problems);
   }
   if (problems.empty()) return "";
@@ -57,11 +58,7 @@ Coordinator::Coordinator(std::uint32_t num_nodes, std::uint64_t fusion_threshold
     : num_nodes_(num_nodes),
       fusion_threshold_(fusion_threshold_bytes),
       inline_(inline_options),
-      inline_limit_(inline_limit(inline_options.max_bytes, num_nodes)) {}
-
-std::uint64_t inline_limit(std::uint64_t max_bytes, std::uint32_t num_nodes) {
-  return num_nodes <= 2 ? max_bytes : max_bytes * 2 / num_nodes;
-}
+      inline_limit_(route::inline_limit(inline_options.max_bytes, num_nodes)) {}
 
 void Coordinator::add_ready(std::uint32_t node, const std::vector<peer_wire::ReadyTensor>& tensors,
                             Clock::time_point now, std::vector<std::vector<std::uint8_t>> data) {
@@ -113,7 +110,7 @@ peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle, std:
     }
     const peer_wire::ReadyTensor& t = *e.by_node.front();
     const std::uint64_t bytes = bytes_of(t);
-    const bool fusable = t.kind == wire::CollectiveKind::kAllreduce && fusion_threshold_ > 0;
+    const bool fusable = wire::traits(t.kind).fuses && fusion_threshold_ > 0;
     // Inline tensors fuse with inline tensors only, up to the inline limit.
     const std::uint64_t limit = small ? std::min(fusion_threshold_, inline_limit_) : fusion_threshold_;
     peer_wire::Operation* fused = open ? &plan.operations[*open] : nullptr;
@@ -136,13 +133,18 @@ peer_wire::Plan Coordinator::plan(std::uint64_t epoch, std::uint64_t cycle, std:
 }
 
 bool Coordinator::inline_ready(const Entry& e) const {
-  if (e.data.size() != num_nodes_) return false;
   const peer_wire::ReadyTensor& t = *e.by_node.front();
-  const std::uint64_t bytes = bytes_of(t);
-  if (t.kind != wire::CollectiveKind::kAllreduce || bytes == 0 || bytes > inline_limit_) return false;
+  route::Query query;
+  query.kind = t.kind;
+  query.bytes = bytes_of(t);
+  query.alone = false;
+  query.nodes = num_nodes_;
   // A node whose data has another size is not trusted with the result: the
   // tensor runs the ring instead.
-  return std::all_of(e.data.begin(), e.data.end(), [&](const auto& d) { return d.size() == bytes; });
+  query.every_node_sent_data =
+      e.data.size() == num_nodes_ &&
+      std::all_of(e.data.begin(), e.data.end(), [&](const auto& d) { return d.size() == query.bytes; });
+  return route::choose(route::Stage::kPlanning, query, {inline_.max_bytes, {}}).path == route::Path::kInline;
 }
 
 void Coordinator::append_result(const Entry& e, peer_wire::Operation& op) const {

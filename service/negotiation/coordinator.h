@@ -22,15 +22,9 @@ using Clock = std::chrono::steady_clock;
 // allreduces"): when every node sent its local reduction of a tensor with its
 // ready list, node 0 reduces them and the plan carries the result; no ring runs.
 struct InlineOptions {
-  std::uint64_t max_bytes = 0;  // --inline-bytes: largest inline operation at 2 nodes; 0: never
+  std::uint64_t max_bytes = 0;  // --inline-bytes: largest inline operation at 2 nodes (route.h); 0: never
   std::uint64_t ranks = 1;      // every rank of the job: avg divides by this
 };
-
-// The largest inline operation (fused tensors together) on N nodes. Node 0
-// receives and sends (N-1)·S for one, where the ring moves 2(N-1)/N·S per
-// node: N/2 times as much, so the limit is max_bytes·2/N (all of it at 2
-// nodes, where both move the same bytes).
-std::uint64_t inline_limit(std::uint64_t max_bytes, std::uint32_t num_nodes);
 
 class Coordinator {
  public:
@@ -87,7 +81,7 @@ class Coordinator {
   std::uint32_t num_nodes_;
   std::uint64_t fusion_threshold_;
   InlineOptions inline_;
-  std::uint64_t inline_limit_;  // inline_limit(inline_.max_bytes, num_nodes_)
+  std::uint64_t inline_limit_;  // route::inline_limit(inline_.max_bytes, num_nodes_)
   std::uint64_t next_arrival_ = 0;
   std::uint32_t next_sequence_ = 1;
   std::map<std::string, Entry> table_;

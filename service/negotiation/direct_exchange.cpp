@@ -6,17 +6,6 @@
 
 namespace ringsync::service::negotiation {
 
-std::uint64_t direct_limit(std::uint64_t max_bytes, std::uint32_t num_nodes) {
-  if (num_nodes < 2) return 0;
-  const std::uint64_t n = num_nodes;
-  return max_bytes * 2 / (n * (n - 1));
-}
-
-bool exchanged_directly(const peer_wire::ReadyTensor& tensor, std::uint64_t limit) {
-  const std::uint64_t bytes = tensor.count * dtype_size(tensor.dtype);
-  return tensor.kind == wire::CollectiveKind::kAllreduce && bytes > 0 && bytes <= limit;
-}
-
 DirectExchange::DirectExchange(std::uint32_t num_nodes, std::uint64_t ranks)
     : num_nodes_(num_nodes), ranks_(ranks) {}
 

@@ -5,8 +5,8 @@
 // the latency is one message between nodes.
 //
 // Which tensors go this way is decided from the tensor's description alone
-// (an allreduce of at most direct_limit bytes), so every node decides the same
-// for the same tensor. Rounds pair up by order: a node's k-th contribution of
+// (route.h: an allreduce of at most route::direct_limit() bytes), so every node
+// decides the same for the same tensor. Rounds pair up by order: a node's k-th contribution of
 // a name meets every other node's k-th (links keep order, and a node sends the
 // next one of a name only after the previous round finished). Pure
 // bookkeeping: the control plane feeds it contributions and acts on the rounds.
@@ -24,16 +24,6 @@
 #include "service/negotiation/coordinator.h"
 
 namespace ringsync::service::negotiation {
-
-// The largest allreduce exchanged directly on N nodes. Every node receives
-// (N-1)·S for one; node 0, which forwards the workers' contributions to each
-// other (the control plane is a star), sends (N-1)²·S, where the ring moves
-// 2(N-1)/N·S per node: N(N-1)/2 times as much, so the limit is
-// max_bytes·2/(N(N-1)) — all of max_bytes at 2 nodes, where both move the same.
-std::uint64_t direct_limit(std::uint64_t max_bytes, std::uint32_t num_nodes);
-
-// Whether a tensor so described is exchanged directly under `limit`.
-bool exchanged_directly(const peer_wire::ReadyTensor& tensor, std::uint64_t limit);
 
 class DirectExchange {
  public:

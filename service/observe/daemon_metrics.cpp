@@ -7,25 +7,6 @@
 #include "cuda/nvml_sampler.h"
 
 namespace ringsync::service::observe {
-namespace {
-
-// nccl-tests' bus-bandwidth factor for n ranks: what each rank's link carries
-// relative to the payload in a bandwidth-optimal algorithm.
-double bus_factor(wire::CollectiveKind kind, std::size_t n) {
-  if (n <= 1) return 1.0;
-  const double dn = static_cast<double>(n);
-  switch (kind) {
-    case wire::CollectiveKind::kAllreduce: return 2.0 * (dn - 1.0) / dn;
-    case wire::CollectiveKind::kAllgather:
-    case wire::CollectiveKind::kReduceScatter:
-    case wire::CollectiveKind::kAlltoall: return (dn - 1.0) / dn;
-    case wire::CollectiveKind::kBroadcast: return 1.0;
-    case wire::CollectiveKind::kBarrier: return 0.0;
-  }
-  return 1.0;
-}
-
-}  // namespace
 
 std::string status_label(StatusCode code) {
   std::string label = status_code_name(code);
@@ -180,10 +161,10 @@ void DaemonMetrics::collective_done(std::string_view job, wire::CollectiveKind k
   collectives.with({job, op, status}).inc();
   if (status != "ok") return;
   duration.with({job, op}).observe(seconds);
-  if (kind == wire::CollectiveKind::kBarrier) return;
+  if (!wire::moves_data(kind)) return;
   collective_bytes.with({job, op, dtype_name(dtype)}).inc(static_cast<double>(bytes));
   if (device) device_collectives.with({job, op}).inc();
-  const double bus = static_cast<double>(bytes) * bus_factor(kind, ranks);
+  const double bus = static_cast<double>(bytes) * wire::traits(kind).bus_factor(static_cast<double>(ranks));
   bus_bytes.with({job, op}).inc(bus);
   if (seconds > 0) bus_bandwidth.with({job, op}).set(bus / seconds);
 }

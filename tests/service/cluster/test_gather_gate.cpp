@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "service/cluster/gather_gate.h"
-#include "service/cluster/node_operation.h"
+#include "service/collective/node_operation.h"
 #include "service/ring/allreduce.h"
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
@@ -17,8 +17,8 @@ using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::ring::testing;
 using ringsync::service::cluster::GatherGate;
-using ringsync::service::cluster::NodeOperation;
-using ringsync::service::cluster::OperationShape;
+using ringsync::service::collective::NodeOperation;
+using ringsync::service::collective::OperationShape;
 using ringsync::service::transport::InProcessFabric;
 
 TEST_CASE("gather gate: a range is filled once every piece under it is marked; each mark wakes") {
@@ -100,7 +100,7 @@ TEST_CASE("gather gate: a ring allreduce run while its gather is still going giv
       std::vector<ring::TaskState> states(static_cast<std::size_t>(nodes));
       std::vector<int> refused(static_cast<std::size_t>(nodes));
       spawn(nodes, [&](int n) {
-        std::vector<std::vector<local::Contribution>> tensors(1);
+        std::vector<std::vector<collective::Contribution>> tensors(1);
         for (std::size_t l = 0; l < local; ++l) {
           const std::size_t g = static_cast<std::size_t>(n) * local + l;
           tensors[0].push_back({reinterpret_cast<const std::byte*>(send[g].data()),

@@ -13,7 +13,7 @@ namespace {
 
 // A ready collective of `ranks` local ranks over the given buffers.
 local::PendingCollective ready(wire::CollectiveKind kind, DType dtype, ReduceOp op, std::size_t count,
-                        std::vector<local::Contribution> where) {
+                        std::vector<collective::Contribution> where) {
   local::PendingCollective p;
   p.name.assign(1, 't');
   for (std::uint32_t r = 0; r < where.size(); ++r) {
@@ -40,7 +40,7 @@ std::vector<float> floats(const std::vector<std::uint8_t>& bytes) {
 
 TEST_CASE("local reduction of a small allreduce: the ranks summed (avg too), min, max, prod") {
   std::vector<float> a{1, -2, 3}, b{4, 5, -6}, out_a(3), out_b(3);
-  std::vector<local::Contribution> where{{reinterpret_cast<const std::byte*>(a.data()), reinterpret_cast<std::byte*>(out_a.data())},
+  std::vector<collective::Contribution> where{{reinterpret_cast<const std::byte*>(a.data()), reinterpret_cast<std::byte*>(out_a.data())},
                                   {reinterpret_cast<const std::byte*>(b.data()), reinterpret_cast<std::byte*>(out_b.data())}};
   auto sum = local_reduction(ready(wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 3, where), 64);
   REQUIRE(sum);
@@ -59,7 +59,7 @@ TEST_CASE("local reduction of a small allreduce: the ranks summed (avg too), min
 
 TEST_CASE("only small host allreduces are reduced for the plan") {
   std::vector<float> a(4, 1.0f), out(4);
-  std::vector<local::Contribution> one{{reinterpret_cast<const std::byte*>(a.data()), reinterpret_cast<std::byte*>(out.data())}};
+  std::vector<collective::Contribution> one{{reinterpret_cast<const std::byte*>(a.data()), reinterpret_cast<std::byte*>(out.data())}};
   CHECK(local_reduction(ready(wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 4, one), 16));
   CHECK_FALSE(local_reduction(ready(wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 4, one), 15));
   CHECK_FALSE(local_reduction(ready(wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 4, one), 0));
@@ -75,7 +75,7 @@ TEST_CASE("only small host allreduces are reduced for the plan") {
 
 TEST_CASE("the plan's result reaches every rank's receive buffer, or none when its size is wrong") {
   std::vector<float> in(2, 0.0f), out0(2, -1.0f), out1(2, -1.0f);
-  std::vector<local::Contribution> where{{reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(out0.data())},
+  std::vector<collective::Contribution> where{{reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(out0.data())},
                                   {reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(out1.data())}};
   auto p = ready(wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 2, where);
   std::vector<float> result{7.5f, -1.25f};

@@ -165,7 +165,7 @@ struct Job {
   }
   // An in-place f32 sum allreduce of `count` elements at `where` from node `node`'s
   // one rank; `done` runs when the job answers it.
-  void submit(int node, const std::string& name, std::size_t count, local::Contribution where, wire::Memory memory,
+  void submit(int node, const std::string& name, std::size_t count, collective::Contribution where, wire::Memory memory,
               std::shared_ptr<device::DeviceStaging> staging, std::function<void(const Status&)> done) {
     local::PendingCollective p;
     p.name = name;
@@ -199,12 +199,12 @@ struct Job {
   std::shared_ptr<Outcome> device_allreduce(int node, const std::string& name, std::vector<float>& data,
                                             test::HostDeviceBackend& backend) {
     auto out = std::make_shared<Outcome>();
-    local::LocalPlan plan;
+    collective::LocalPlan plan;
     plan.kind = wire::CollectiveKind::kAllreduce;
     plan.dtype = DType::kF32;
     plan.op = ReduceOp::kSum;
     plan.count = data.size();
-    plan.ranks = {local::Contribution{reinterpret_cast<const std::byte*>(data.data()), reinterpret_cast<std::byte*>(data.data())}};
+    plan.ranks = {collective::Contribution{reinterpret_cast<const std::byte*>(data.data()), reinterpret_cast<std::byte*>(data.data())}};
     auto staging = device::DeviceStaging::create(plan, device::NodeShape{static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(nodes.size()), 1},
                                          backend, 0, 1 << 20);
     REQUIRE(staging.ok());

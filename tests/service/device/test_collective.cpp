@@ -26,7 +26,7 @@ std::vector<std::int32_t> random_ints(std::size_t n, std::uint32_t seed) {
 
 std::byte* bytes(std::vector<std::int32_t>& v) { return reinterpret_cast<std::byte*>(v.data()); }
 
-Status run(const local::LocalPlan& plan, HostDeviceBackend& backend) {
+Status run(const collective::LocalPlan& plan, HostDeviceBackend& backend) {
   auto queue = backend.queue(0);
   REQUIRE(queue.ok());
   return device::run_on_device(plan, **queue);
@@ -57,14 +57,14 @@ TEST_CASE("allreduce on the device: L inputs reduced into every output, in and o
             if (op == ReduceOp::kAvg) acc /= static_cast<std::int64_t>(ranks);
             expected[i] = static_cast<std::int32_t>(acc);
           }
-          local::LocalPlan plan;
+          collective::LocalPlan plan;
           plan.kind = wire::CollectiveKind::kAllreduce;
           plan.dtype = DType::kI32;
           plan.op = op;
           plan.count = count;
           for (std::size_t r = 0; r < ranks; ++r)
-            plan.ranks.push_back(in_place ? local::Contribution{bytes(send[r]), bytes(send[r])}
-                                          : local::Contribution{bytes(send[r]), bytes(recv[r])});
+            plan.ranks.push_back(in_place ? collective::Contribution{bytes(send[r]), bytes(send[r])}
+                                          : collective::Contribution{bytes(send[r]), bytes(recv[r])});
           HostDeviceBackend backend;
           REQUIRE(run(plan, backend).ok());
           CHECK(backend.log.reduces == 1);
@@ -90,14 +90,14 @@ TEST_CASE("broadcast on the device copies the root's input to every output") {
           recv[r].assign(count, 0);
         }
         const auto expected = send[root];
-        local::LocalPlan plan;
+        collective::LocalPlan plan;
         plan.kind = wire::CollectiveKind::kBroadcast;
         plan.dtype = DType::kI32;
         plan.count = count;
         plan.root = root;
         for (std::size_t r = 0; r < ranks; ++r)
-          plan.ranks.push_back(in_place ? local::Contribution{bytes(send[r]), bytes(send[r])}
-                                        : local::Contribution{bytes(send[r]), bytes(recv[r])});
+          plan.ranks.push_back(in_place ? collective::Contribution{bytes(send[r]), bytes(send[r])}
+                                        : collective::Contribution{bytes(send[r]), bytes(recv[r])});
         HostDeviceBackend backend;
         REQUIRE(run(plan, backend).ok());
         CHECK(backend.log.reduces == 0);
@@ -119,7 +119,7 @@ TEST_CASE("allgather on the device fills every output in rank order, in place to
         send[r] = random_ints(count, static_cast<std::uint32_t>(r + 100));
         expected.insert(expected.end(), send[r].begin(), send[r].end());
       }
-      local::LocalPlan plan;
+      collective::LocalPlan plan;
       plan.kind = wire::CollectiveKind::kAllgather;
       plan.dtype = DType::kI32;
       plan.count = count;
@@ -129,7 +129,7 @@ TEST_CASE("allgather on the device fills every output in rank order, in place to
           std::copy(send[r].begin(), send[r].end(), recv[r].begin() + r * count);
         const std::byte* own = in_place ? bytes(recv[r]) + r * count * sizeof(std::int32_t)
                                         : bytes(send[r]);
-        plan.ranks.push_back(local::Contribution{own, bytes(recv[r])});
+        plan.ranks.push_back(collective::Contribution{own, bytes(recv[r])});
       }
       HostDeviceBackend backend;
       REQUIRE(run(plan, backend).ok());
@@ -140,11 +140,11 @@ TEST_CASE("allgather on the device fills every output in rank order, in place to
 
 TEST_CASE("zero elements and barriers queue nothing; a failing step is reported") {
   std::vector<std::int32_t> a(4), b(4);
-  local::LocalPlan plan;
+  collective::LocalPlan plan;
   plan.kind = wire::CollectiveKind::kAllreduce;
   plan.dtype = DType::kI32;
   plan.count = 0;
-  plan.ranks = {local::Contribution{bytes(a), bytes(a)}, local::Contribution{bytes(b), bytes(b)}};
+  plan.ranks = {collective::Contribution{bytes(a), bytes(a)}, collective::Contribution{bytes(b), bytes(b)}};
   HostDeviceBackend backend;
   CHECK(run(plan, backend).ok());
   plan.kind = wire::CollectiveKind::kBarrier;

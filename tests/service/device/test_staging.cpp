@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "service/cluster/node_operation.h"
+#include "service/collective/node_operation.h"
 #include "service/cluster/staged_allreduce.h"
 #include "service/device/staging.h"
 #include "service/host_device_backend.h"
@@ -30,7 +30,7 @@ using Ints = std::vector<std::int32_t>;
 struct Node {
   std::vector<Ints> send, recv;  // "device" buffers, by local rank
   std::unique_ptr<device::DeviceStaging> staging;
-  std::vector<local::Contribution> host;
+  std::vector<collective::Contribution> host;
 };
 
 struct Cluster {
@@ -57,15 +57,15 @@ struct Cluster {
     }
   }
 
-  local::LocalPlan plan(std::size_t n) {
-    local::LocalPlan p;
+  collective::LocalPlan plan(std::size_t n) {
+    collective::LocalPlan p;
     p.kind = kind;
     p.dtype = DType::kI32;
     p.op = op;
     p.count = count;
     p.root = root;
     for (std::size_t r = 0; r < local; ++r)
-      p.ranks.push_back(local::Contribution{reinterpret_cast<const std::byte*>(node[n].send[r].data()),
+      p.ranks.push_back(collective::Contribution{reinterpret_cast<const std::byte*>(node[n].send[r].data()),
                                      reinterpret_cast<std::byte*>(node[n].recv[r].data())});
     return p;
   }
@@ -307,19 +307,19 @@ TEST_CASE("staged collectives through the ring path's NodeOperation") {
       Cluster c(kind, nodes, local, 6, ReduceOp::kAvg,
                 4 % static_cast<std::uint32_t>(nodes * local));
       c.stage_in();
-      std::vector<std::unique_ptr<cluster::NodeOperation>> ops;
+      std::vector<std::unique_ptr<collective::NodeOperation>> ops;
       std::vector<std::int32_t*> buffers;
       for (std::size_t n = 0; n < nodes; ++n) {
-        cluster::OperationShape shape{kind,
+        collective::OperationShape shape{kind,
                                       DType::kI32,
                                       c.op,
                                       c.root,
                                       static_cast<std::uint32_t>(n),
                                       static_cast<std::uint32_t>(nodes),
                                       static_cast<std::uint32_t>(local)};
-        ops.push_back(std::make_unique<cluster::NodeOperation>(
+        ops.push_back(std::make_unique<collective::NodeOperation>(
             shape, std::vector<std::size_t>{c.count},
-            std::vector<std::vector<local::Contribution>>{c.node[n].host}, 8));
+            std::vector<std::vector<collective::Contribution>>{c.node[n].host}, 8));
         for (std::size_t i = 0; i < ops.back()->gather_pieces(); ++i) ops.back()->gather_piece(i);
         buffers.push_back(reinterpret_cast<std::int32_t*>(ops.back()->buffer()));
       }
@@ -349,7 +349,7 @@ TEST_CASE("staged reduce-scatter and alltoall: every rank's own input and output
         service::transport::InProcessFabric fabric(static_cast<int>(nodes));
         std::vector<ring::TaskState> states(nodes);
         ring::testing::spawn(static_cast<int>(nodes), [&](int n) {
-          local::LocalPlan plan{kind, DType::kI32, ReduceOp::kSum, count, 0, {}};
+          collective::LocalPlan plan{kind, DType::kI32, ReduceOp::kSum, count, 0, {}};
           for (std::size_t l = 0; l < local; ++l) {
             const std::size_t g = static_cast<std::size_t>(n) * local + l;
             plan.ranks.push_back({reinterpret_cast<const std::byte*>(send[g].data()),
@@ -368,9 +368,9 @@ TEST_CASE("staged reduce-scatter and alltoall: every rank's own input and output
           const auto host = (*staging)->host_contributions();
           for (const auto& c : host)
             if (c.send == nullptr || c.recv == nullptr) return;  // every rank has its own
-          const cluster::OperationShape op_shape{kind, DType::kI32, ReduceOp::kSum, 0, shape.node_rank,
+          const collective::OperationShape op_shape{kind, DType::kI32, ReduceOp::kSum, 0, shape.node_rank,
                                                  shape.num_nodes, shape.local_size};
-          cluster::NodeOperation work(op_shape, {count}, {host}, 8);
+          collective::NodeOperation work(op_shape, {count}, {host}, 8);
           for (std::size_t i = 0; i < work.gather_pieces(); ++i) work.gather_piece(i);
           std::unique_ptr<ring::Task> task;
           if (kind == wire::CollectiveKind::kReduceScatter)

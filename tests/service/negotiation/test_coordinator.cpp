@@ -206,12 +206,7 @@ TEST_CASE("a small allreduce runs the ring unless every node sent data of the ri
 }
 
 TEST_CASE("the inline limit shrinks as 2/N past 2 nodes: node 0 moves N/2 times the ring's bytes") {
-  CHECK(inline_limit(64 * 1024, 1) == 64 * 1024);
-  CHECK(inline_limit(64 * 1024, 2) == 64 * 1024);
-  CHECK(inline_limit(64 * 1024, 4) == 32 * 1024);
-  CHECK(inline_limit(64 * 1024, 8) == 16 * 1024);
-  CHECK(inline_limit(0, 8) == 0);
-  // 4 nodes with --inline-bytes 32: 16 bytes inline, 20 bytes over the ring.
+  // route::inline_limit (tests/service/route/). 4 nodes with --inline-bytes 32: 16 bytes inline, 20 bytes over the ring.
   Coordinator c(4, 1 << 20, InlineOptions{32, 4});
   const auto small = allreduce("small", 4), big = allreduce("big", 5);
   const auto four = bytes_of<float>({1, 1, 1, 1});

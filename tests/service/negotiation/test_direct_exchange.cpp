@@ -121,21 +121,6 @@ TEST_CASE("stalls name the nodes that contributed and the ones still missing") {
         std::vector<std::uint32_t>{1});
 }
 
-TEST_CASE("which tensors are exchanged directly: small allreduces, the limit shrinking with N(N-1)/2") {
-  CHECK(direct_limit(32 * 1024, 1) == 0);
-  CHECK(direct_limit(32 * 1024, 2) == 32 * 1024);
-  CHECK(direct_limit(32 * 1024, 3) == 32 * 1024 / 3);
-  CHECK(direct_limit(32 * 1024, 4) == 32 * 1024 / 6);
-  CHECK(direct_limit(32 * 1024, 8) == 32 * 1024 / 28);
-  CHECK(direct_limit(0, 2) == 0);
-  CHECK(exchanged_directly(allreduce("a", 8), 32));
-  CHECK_FALSE(exchanged_directly(allreduce("a", 9), 32));
-  CHECK_FALSE(exchanged_directly(allreduce("empty", 0), 32));
-  CHECK_FALSE(exchanged_directly(allreduce("a", 1), 0));
-  ReadyTensor broadcast{"b", wire::CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum, 1, 0};
-  CHECK_FALSE(exchanged_directly(broadcast, 32));
-}
-
 TEST_CASE("waiting_nodes: the nodes whose contribution waits, until the round is done") {
   DirectExchange x(3, 3);
   CHECK(x.waiting_nodes("w").empty());

@@ -11,7 +11,7 @@
 #include <memory>
 #include <mutex>
 
-namespace ringsync::service::cluster {
+namespace ringsync::service::collective {
 
 class RingBufferPool : public std::enable_shared_from_this<RingBufferPool> {
  public:
@@ -38,4 +38,4 @@ class RingBufferPool : public std::enable_shared_from_this<RingBufferPool> {
   const std::size_t keep_bytes_;
 };
 
-}  // namespace ringsync::service::cluster
+}  // namespace ringsync::service::collective

@@ -1,6 +1,6 @@
-#include "service/cluster/ring_buffer_pool.h"
+#include "service/collective/ring_buffer_pool.h"
 
-namespace ringsync::service::cluster {
+namespace ringsync::service::collective {
 
 std::shared_ptr<RingBufferPool> RingBufferPool::create(std::size_t keep_bytes) {
   return std::shared_ptr<RingBufferPool>(new RingBufferPool(keep_bytes));
@@ -46,4 +46,4 @@ std::size_t RingBufferPool::kept_buffers() const {
   return free_.size();
 }
 
-}  // namespace ringsync::service::cluster
+}  // namespace ringsync::service::collective

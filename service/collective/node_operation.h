@@ -1,57 +1,32 @@
-// One planned operation as this node runs it: the staging buffer the ring
-// moves (a fusion buffer for fused allreduces), filled from the local ranks'
-// buffers before the ring ("gather": local reduce or copies) and copied back
-// to every local rank after it ("scatter"). Both phases are split into
-// independent pieces for the WorkPool. Pure memory work, tested with plain
-// buffers.
-//
-// Layouts, with N nodes of L local ranks and this node n:
-// - allreduce: the tensors back to back, each the sum (or min, max, prod) of
-//   the L local contributions; avg sums here and the ring divides by N*L.
-// - broadcast: the root rank's buffer (global rank g lives on node g / L).
-// - allgather: N*L*count elements ordered by global rank; this node fills its
-//   L slots, which form ring segment n.
-// - reduce-scatter: N*L*count elements, the local reduction of every rank's
-//   whole input; ring segment n (the ring's reduce-scatter leaves it reduced
-//   on this node) holds this node's L output blocks.
-// - alltoall: two halves of N*L*L*count elements each. The first (gathered)
-//   holds one block per destination node m: for each local rank i, its L
-//   blocks for node m's ranks. The second receives one block per source node
-//   in the same shape; scatter copies block [i][j] of node m's to local rank
-//   j's output slot m*L + i.
-// - barrier: no buffer.
+// One planned operation as this node of several runs it: the ring buffer the
+// data task moves (a fusion buffer for fused allreduces), filled from the local
+// ranks' buffers before the data task ("gather": local reduce or copies) and
+// copied back to every local rank after it ("scatter"). Both phases are split
+// into independent pieces for the WorkPool. Each kind lays out its buffer and
+// pieces (kind.h, the kind's file says its layout); this class holds them. Pure
+// memory work, tested with plain buffers.
 //
 // Out of place: an allreduce whose gather is one copy (see ring_input()).
 //
 // Zero copy: when the ring buffer has the layout of one rank's output (one
-// allreduce tensor, a broadcast, an allgather) and some local rank's output is
-// out of place, that output is the ring buffer: gather writes into it, the ring
-// runs on it, scatter copies it to the other ranks only. In-place outputs are
-// never used: a failed ring would leave partial results over the rank's input.
+// allreduce tensor, a broadcast, an allgather: RingBuffer::carrier_send) and
+// some local rank's output is out of place, that output is the ring buffer:
+// gather writes into it, the data task runs on it, scatter copies it to the
+// other ranks only. In-place outputs are never used: a failed ring would leave
+// partial results over the rank's input.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "common/dtype.h"
-#include "common/wire.h"
-#include "service/cluster/ring_buffer_pool.h"
-#include "service/local/local_collective.h"
+#include "service/collective/kind.h"
+#include "service/collective/plan.h"
+#include "service/collective/ring_buffer_pool.h"
 
-namespace ringsync::service::cluster {
-
-struct OperationShape {
-  wire::CollectiveKind kind = wire::CollectiveKind::kAllreduce;
-  DType dtype = DType::kF32;
-  ReduceOp op = ReduceOp::kSum;
-  std::uint32_t root = 0;  // broadcast: a global rank
-  std::uint32_t node_rank = 0;
-  std::uint32_t num_nodes = 1;
-  std::uint32_t local_size = 1;
-};
+namespace ringsync::service::collective {
 
 class NodeOperation {
  public:
@@ -63,11 +38,11 @@ class NodeOperation {
   // GPU buffers of a multi-node job arrive staged on one carrier rank per
   // node (service/device/staging.h).
   NodeOperation(const OperationShape& shape, std::vector<std::size_t> counts,
-                std::vector<std::vector<local::Contribution>> tensors, std::size_t chunk_bytes,
+                std::vector<std::vector<Contribution>> tensors, std::size_t chunk_bytes,
                 RingBufferPool* buffers = nullptr);
 
   const OperationShape& shape() const { return shape_; }
-  // The buffer the ring runs over, and its length in elements.
+  // The buffer the data task runs over, and its length in elements.
   std::byte* buffer() { return buffer_; }
   std::size_t buffer_count() const { return buffer_count_; }
   std::size_t buffer_bytes() const { return buffer_count_ * elem_; }
@@ -98,6 +73,7 @@ class NodeOperation {
   void scatter_piece(std::size_t i) const { run(scatter_[i]); }
 
  private:
+  friend class NodeLayout;
   struct Piece {
     std::byte* dst = nullptr;
     std::vector<const std::byte*> srcs;  // one: a copy; several: a reduction
@@ -122,4 +98,38 @@ class NodeOperation {
   std::vector<Piece> scatter_;
 };
 
-}  // namespace ringsync::service::cluster
+// What a kind's lay_out() reads, and the pieces it adds (NodeOperation makes one).
+class NodeLayout {
+ public:
+  NodeLayout(NodeOperation& op, const std::vector<std::size_t>& counts,
+             const std::vector<std::vector<Contribution>>& tensors)
+      : op_(op), counts_(counts), tensors_(tensors) {}
+
+  const OperationShape& shape() const { return op_.shape_; }
+  const std::vector<std::size_t>& counts() const { return counts_; }
+  // tensors()[t][r]: local rank r's buffers for tensor t.
+  const std::vector<std::vector<Contribution>>& tensors() const { return tensors_; }
+  std::size_t first_count() const { return counts_.empty() ? 0 : counts_.front(); }
+  std::size_t element_bytes() const { return op_.elem_; }
+  std::byte* buffer() const { return op_.buffer_; }
+  std::size_t buffer_count() const { return op_.buffer_count_; }
+  std::size_t node_block() const { return op_.node_block_; }
+
+  // `count` elements into dst before the data task (one source copies,
+  // several reduce), or out of the buffer after it.
+  void gather(std::byte* dst, std::vector<const std::byte*> srcs, std::size_t count) {
+    op_.add(op_.gather_, dst, std::move(srcs), count);
+  }
+  void scatter(std::byte* dst, std::vector<const std::byte*> srcs, std::size_t count) {
+    op_.add(op_.scatter_, dst, std::move(srcs), count);
+  }
+  // The data task reads this input where it lies (NodeOperation::ring_input()).
+  void read_input(const std::byte* input) { op_.ring_input_ = input; }
+
+ private:
+  NodeOperation& op_;
+  const std::vector<std::size_t>& counts_;
+  const std::vector<std::vector<Contribution>>& tensors_;
+};
+
+}  // namespace ringsync::service::collective

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/reduce.h"
-#include "service/local/local_collective.h"
+#include "service/collective/local_collective.h"
 #include "service/threads/work_pool.h"
 
 using namespace ringsync;
@@ -17,7 +17,7 @@ using namespace ringsync::service;
 namespace {
 
 // Runs every piece of a collective on a real WorkPool and waits for done().
-void run_on_pool(threads::WorkPool& pool, const local::LocalCollective& work) {
+void run_on_pool(threads::WorkPool& pool, const collective::LocalCollective& work) {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -52,7 +52,7 @@ TEST_CASE("allreduce over L local ranks matches the reference, in and out of pla
         CAPTURE(in_place);
         std::vector<std::vector<std::int32_t>> send(ranks), recv(ranks);
         std::vector<std::int32_t> expected(count, 0);
-        local::LocalPlan plan;
+        collective::LocalPlan plan;
         plan.kind = wire::CollectiveKind::kAllreduce;
         plan.dtype = DType::kI32;
         plan.op = ReduceOp::kSum;
@@ -66,7 +66,7 @@ TEST_CASE("allreduce over L local ranks matches the reference, in and out of pla
           plan.ranks.push_back({s, d});
         }
         // 64-byte chunks force many pieces and uneven tails.
-        local::LocalCollective work(plan, 64);
+        collective::LocalCollective work(plan, 64);
         CHECK(work.pieces() == (count * 4 + 63) / 64);
         run_on_pool(pool, work);
         for (std::size_t r = 0; r < ranks; ++r) CHECK((in_place ? send[r] : recv[r]) == expected);
@@ -78,14 +78,14 @@ TEST_CASE("allreduce over L local ranks matches the reference, in and out of pla
 TEST_CASE("allreduce avg and max use the reduction kernels' rules") {
   threads::WorkPool pool(2);
   std::vector<float> a{1, 2, 3, -4}, b{3, 2, 1, 8}, out_a(4), out_b(4);
-  local::LocalPlan plan{wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kAvg, 4, 0, {}};
+  collective::LocalPlan plan{wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kAvg, 4, 0, {}};
   plan.ranks = {{reinterpret_cast<std::byte*>(a.data()), reinterpret_cast<std::byte*>(out_a.data())},
                 {reinterpret_cast<std::byte*>(b.data()), reinterpret_cast<std::byte*>(out_b.data())}};
-  run_on_pool(pool, local::LocalCollective(plan, 1 << 20));
+  run_on_pool(pool, collective::LocalCollective(plan, 1 << 20));
   CHECK(out_a == std::vector<float>{2, 2, 2, 2});
   CHECK(out_b == out_a);
   plan.op = ReduceOp::kMax;
-  run_on_pool(pool, local::LocalCollective(plan, 4));
+  run_on_pool(pool, collective::LocalCollective(plan, 4));
   CHECK(out_a == std::vector<float>{3, 2, 3, 8});
   CHECK(out_b == out_a);
 }
@@ -98,12 +98,12 @@ TEST_CASE("broadcast copies the root's data to every rank; in place on the root"
       auto data = random_ints(count, root + 1);
       std::vector<std::vector<std::int32_t>> recv(ranks, std::vector<std::int32_t>(count, 0));
       recv[root] = data;  // root broadcasts in place
-      local::LocalPlan plan{wire::CollectiveKind::kBroadcast, DType::kI32, ReduceOp::kSum, count, root, {}};
+      collective::LocalPlan plan{wire::CollectiveKind::kBroadcast, DType::kI32, ReduceOp::kSum, count, root, {}};
       for (std::size_t r = 0; r < ranks; ++r) {
         auto* d = reinterpret_cast<std::byte*>(recv[r].data());
         plan.ranks.push_back({r == root ? d : nullptr, d});
       }
-      run_on_pool(pool, local::LocalCollective(plan, 100));
+      run_on_pool(pool, collective::LocalCollective(plan, 100));
       for (std::size_t r = 0; r < ranks; ++r) CHECK(recv[r] == data);
     }
   }
@@ -115,7 +115,7 @@ TEST_CASE("allgather places rank j's data in slot j of every rank, also in place
     for (std::size_t count : {0u, 1u, 5u, 129u}) {
       std::vector<std::vector<std::int32_t>> send(ranks), recv(ranks);
       std::vector<std::int32_t> expected;
-      local::LocalPlan plan{wire::CollectiveKind::kAllgather, DType::kI32, ReduceOp::kSum, count, 0, {}};
+      collective::LocalPlan plan{wire::CollectiveKind::kAllgather, DType::kI32, ReduceOp::kSum, count, 0, {}};
       for (std::size_t r = 0; r < ranks; ++r) {
         send[r] = random_ints(count, static_cast<std::uint32_t>(100 + r));
         expected.insert(expected.end(), send[r].begin(), send[r].end());
@@ -130,7 +130,7 @@ TEST_CASE("allgather places rank j's data in slot j of every rank, also in place
                                       : reinterpret_cast<const std::byte*>(send[r].data());
         plan.ranks.push_back({s, d});
       }
-      local::LocalCollective work(plan, 16);
+      collective::LocalCollective work(plan, 16);
       CHECK(work.pieces() == ranks * ((count * 4 + 15) / 16));
       run_on_pool(pool, work);
       for (std::size_t r = 0; r < ranks; ++r) CHECK(recv[r] == expected);
@@ -139,8 +139,8 @@ TEST_CASE("allgather places rank j's data in slot j of every rank, also in place
 }
 
 TEST_CASE("barrier has no data movement") {
-  local::LocalPlan plan{wire::CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, 0, 0, {{}, {}}};
-  CHECK(local::LocalCollective(plan, 1024).pieces() == 0);
+  collective::LocalPlan plan{wire::CollectiveKind::kBarrier, DType::kU8, ReduceOp::kSum, 0, 0, {{}, {}}};
+  CHECK(collective::LocalCollective(plan, 1024).pieces() == 0);
 }
 
 TEST_CASE("reduce-scatter gives rank j block j reduced over every rank, also in place") {
@@ -151,7 +151,7 @@ TEST_CASE("reduce-scatter gives rank j block j reduced over every rank, also in 
       CAPTURE(count);
       std::vector<std::vector<std::int32_t>> send(ranks), recv(ranks);
       std::vector<std::int32_t> sum(count * ranks, 0);
-      local::LocalPlan plan{wire::CollectiveKind::kReduceScatter, DType::kI32, ReduceOp::kSum, count, 0, {}};
+      collective::LocalPlan plan{wire::CollectiveKind::kReduceScatter, DType::kI32, ReduceOp::kSum, count, 0, {}};
       for (std::size_t r = 0; r < ranks; ++r) {
         send[r] = random_ints(count * ranks, static_cast<std::uint32_t>(200 + r));
         for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += send[r][i];
@@ -162,7 +162,7 @@ TEST_CASE("reduce-scatter gives rank j block j reduced over every rank, also in 
         const bool in_place = r % 2 == 1;  // the output is the rank's own block of its input
         plan.ranks.push_back({s, in_place ? s + r * count * 4 : reinterpret_cast<std::byte*>(recv[r].data())});
       }
-      local::LocalCollective work(plan, 16);
+      collective::LocalCollective work(plan, 16);
       CHECK(work.pieces() == ranks * ((count * 4 + 15) / 16));
       run_on_pool(pool, work);
       for (std::size_t r = 0; r < ranks; ++r) {
@@ -183,13 +183,13 @@ TEST_CASE("alltoall moves block j of rank i to block i of rank j") {
       CAPTURE(ranks);
       CAPTURE(count);
       std::vector<std::vector<std::int32_t>> send(ranks), recv(ranks);
-      local::LocalPlan plan{wire::CollectiveKind::kAlltoall, DType::kI32, ReduceOp::kSum, count, 0, {}};
+      collective::LocalPlan plan{wire::CollectiveKind::kAlltoall, DType::kI32, ReduceOp::kSum, count, 0, {}};
       for (std::size_t r = 0; r < ranks; ++r) {
         send[r] = random_ints(count * ranks, static_cast<std::uint32_t>(300 + r));
         recv[r].assign(count * ranks, -5);
         plan.ranks.push_back({reinterpret_cast<std::byte*>(send[r].data()), reinterpret_cast<std::byte*>(recv[r].data())});
       }
-      local::LocalCollective work(plan, 16);
+      collective::LocalCollective work(plan, 16);
       CHECK(work.pieces() == ranks * ranks * ((count * 4 + 15) / 16));
       run_on_pool(pool, work);
       for (std::size_t j = 0; j < ranks; ++j)

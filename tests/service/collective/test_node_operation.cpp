@@ -6,12 +6,12 @@
 #include <numeric>
 #include <vector>
 
-#include "service/cluster/node_operation.h"
+#include "service/collective/node_operation.h"
 
 using namespace ringsync;
 using namespace ringsync::service;
-using ringsync::service::cluster::NodeOperation;
-using ringsync::service::cluster::OperationShape;
+using ringsync::service::collective::NodeOperation;
+using ringsync::service::collective::OperationShape;
 
 namespace {
 
@@ -21,7 +21,7 @@ void run_gather(NodeOperation& op) {
 void run_scatter(NodeOperation& op) {
   for (std::size_t i = 0; i < op.scatter_pieces(); ++i) op.scatter_piece(i);
 }
-local::Contribution of(std::vector<float>& send, std::vector<float>& recv) {
+collective::Contribution of(std::vector<float>& send, std::vector<float>& recv) {
   return {reinterpret_cast<const std::byte*>(send.data()), reinterpret_cast<std::byte*>(recv.data())};
 }
 const float* as_floats(NodeOperation& op) { return reinterpret_cast<const float*>(op.buffer()); }
@@ -32,7 +32,7 @@ TEST_CASE("node operation: fused allreduce sums local ranks back to back, avg su
   // Two tensors (5 and 3 elements) from 3 local ranks; chunks of 2 elements.
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
     std::vector<std::vector<float>> send_a(3), send_b(3), recv_a(3), recv_b(3);
-    std::vector<std::vector<local::Contribution>> tensors(2);
+    std::vector<std::vector<collective::Contribution>> tensors(2);
     for (int r = 0; r < 3; ++r) {
       send_a[r].assign(5, static_cast<float>(r + 1));
       send_b[r].assign(3, static_cast<float>(10 * (r + 1)));
@@ -61,7 +61,7 @@ TEST_CASE("node operation: fused allreduce sums local ranks back to back, avg su
 TEST_CASE("node operation: allgather places this node's ranks at their global slots") {
   // Node 1 of 3, 2 local ranks, 4 elements each: slots 2 and 3 of 6.
   std::vector<std::vector<float>> send(2), recv(2);
-  std::vector<std::vector<local::Contribution>> tensors(1);
+  std::vector<std::vector<collective::Contribution>> tensors(1);
   for (int r = 0; r < 2; ++r) {
     send[r].assign(4, static_cast<float>(r + 1));
     recv[r].assign(24, -1.0f);
@@ -85,7 +85,7 @@ TEST_CASE("node operation: allgather places this node's ranks at their global sl
 
 TEST_CASE("node operation: broadcast reads only the root's buffer, on the root's node") {
   std::vector<std::vector<float>> send(2), recv(2);
-  std::vector<std::vector<local::Contribution>> tensors(1);
+  std::vector<std::vector<collective::Contribution>> tensors(1);
   for (int r = 0; r < 2; ++r) {
     send[r].assign(6, static_cast<float>(r + 1));
     recv[r].assign(6, -1.0f);
@@ -121,7 +121,7 @@ TEST_CASE("node operation: barrier and zero-length tensors move nothing") {
 
 TEST_CASE("node operation: one tensor out of place runs the ring in a rank's output") {
   std::vector<std::vector<float>> send(3), recv(3);
-  std::vector<std::vector<local::Contribution>> tensors(1);
+  std::vector<std::vector<collective::Contribution>> tensors(1);
   for (int r = 0; r < 3; ++r) {
     send[r].assign(10, static_cast<float>(r + 1));
     recv[r].assign(10, -1.0f);
@@ -145,10 +145,10 @@ TEST_CASE("node operation: one tensor out of place runs the ring in a rank's out
 TEST_CASE("node operation: in-place ranks keep their inputs until the ring has succeeded") {
   // Every rank in place: the ring needs a buffer of its own, from the pool, and
   // the inputs are untouched by gather (a failed ring loses nothing).
-  auto pool = cluster::RingBufferPool::create(64 << 20);
+  auto pool = collective::RingBufferPool::create(64 << 20);
   const std::size_t n = (2 << 20) / sizeof(float);  // pooled size
   std::vector<std::vector<float>> data(2);
-  std::vector<std::vector<local::Contribution>> tensors(1);
+  std::vector<std::vector<collective::Contribution>> tensors(1);
   for (int r = 0; r < 2; ++r) {
     data[r].assign(n, static_cast<float>(r + 1));
     tensors[0].push_back(of(data[r], data[r]));
@@ -171,7 +171,7 @@ TEST_CASE("node operation: in-place ranks keep their inputs until the ring has s
 }
 
 TEST_CASE("staging buffers: reuse within a byte budget; small ones are never kept") {
-  using cluster::RingBufferPool;
+  using collective::RingBufferPool;
   auto pool = RingBufferPool::create(3 << 20);
   {
     auto a = pool->acquire(2 << 20);
@@ -219,7 +219,7 @@ TEST_CASE("node operation: one local input is the ring's input where it lies, in
   CHECK(fused.ring_input() == nullptr);
   // A rank without an input (a GPU job's non-carrier rank) beside the one with it.
   shape.local_size = 2;
-  local::Contribution receives_only{nullptr, reinterpret_cast<std::byte*>(recv2.data())};
+  collective::Contribution receives_only{nullptr, reinterpret_cast<std::byte*>(recv2.data())};
   NodeOperation carrier(shape, {10}, {{of(send, recv), receives_only}}, 16);
   CHECK(carrier.ring_input() == reinterpret_cast<const std::byte*>(send.data()));
 }

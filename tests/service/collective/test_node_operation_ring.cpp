@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "service/cluster/node_operation.h"
+#include "service/collective/node_operation.h"
 #include "service/ring/alltoall.h"
 #include "service/ring/reduce_scatter.h"
 #include "service/test_ring_harness.h"
@@ -16,8 +16,8 @@
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::ring::testing;
-using ringsync::service::cluster::NodeOperation;
-using ringsync::service::cluster::OperationShape;
+using ringsync::service::collective::NodeOperation;
+using ringsync::service::collective::OperationShape;
 using ringsync::service::transport::InProcessFabric;
 
 namespace {
@@ -42,7 +42,7 @@ std::vector<Floats> run(wire::CollectiveKind kind, ReduceOp op, int nodes, std::
   InProcessFabric fabric(nodes);
   std::vector<ring::TaskState> states(static_cast<std::size_t>(nodes));
   spawn(nodes, [&](int n) {
-    std::vector<std::vector<local::Contribution>> tensors(1);
+    std::vector<std::vector<collective::Contribution>> tensors(1);
     for (std::size_t l = 0; l < local; ++l) {
       const std::size_t g = static_cast<std::size_t>(n) * local + l;
       tensors[0].push_back({reinterpret_cast<const std::byte*>(send[g].data()),

@@ -1,0 +1,73 @@
+// common/collective_kind.h: the one table of what each collective kind means.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "common/collective_kind.h"
+
+using namespace ringsync::wire;
+
+TEST_CASE("collective kinds: names, and a row for every kind the wire carries") {
+  CHECK(std::string(collective_kind_name(CollectiveKind::kAllreduce)) == "allreduce");
+  CHECK(std::string(collective_kind_name(CollectiveKind::kBroadcast)) == "broadcast");
+  CHECK(std::string(collective_kind_name(CollectiveKind::kAllgather)) == "allgather");
+  CHECK(std::string(collective_kind_name(CollectiveKind::kBarrier)) == "barrier");
+  CHECK(std::string(collective_kind_name(CollectiveKind::kReduceScatter)) == "reduce_scatter");
+  CHECK(std::string(collective_kind_name(CollectiveKind::kAlltoall)) == "alltoall");
+  for (std::uint8_t raw = 0; raw <= static_cast<std::uint8_t>(kLastCollectiveKind); ++raw) {
+    CHECK(is_collective_kind(raw));
+    CHECK(std::string(collective_kind_name(static_cast<CollectiveKind>(raw))) != "invalid");
+  }
+  CHECK_FALSE(is_collective_kind(static_cast<std::uint8_t>(kLastCollectiveKind) + 1));
+  CHECK(std::string(collective_kind_name(static_cast<CollectiveKind>(200))) == "invalid");
+}
+
+TEST_CASE("collective kinds: each rank's send and receive extent among n ranks") {
+  const std::uint64_t count = 7, ranks = 3;
+  auto is = [](Extent e, std::uint64_t send, std::uint64_t recv) { return e.send == send && e.recv == recv; };
+  CHECK(is(extent(CollectiveKind::kAllreduce, count, ranks), 7, 7));
+  CHECK(is(extent(CollectiveKind::kBroadcast, count, ranks), 7, 7));
+  CHECK(is(extent(CollectiveKind::kAllgather, count, ranks), 7, 21));
+  CHECK(is(extent(CollectiveKind::kReduceScatter, count, ranks), 21, 7));
+  CHECK(is(extent(CollectiveKind::kAlltoall, count, ranks), 21, 21));
+  CHECK(is(extent(CollectiveKind::kBarrier, count, ranks), 0, 0));
+  CHECK(extent(CollectiveKind::kAllgather, count, ranks).payload() == 21);
+}
+
+TEST_CASE("collective kinds: whose inputs are read, which arguments matter, what in place means") {
+  CHECK(reads_send(CollectiveKind::kAllreduce, 2, 0));
+  CHECK(reads_send(CollectiveKind::kBroadcast, 2, 2));
+  CHECK_FALSE(reads_send(CollectiveKind::kBroadcast, 1, 2));
+  CHECK_FALSE(reads_send(CollectiveKind::kBarrier, 0, 0));
+  CHECK(reduces(CollectiveKind::kAllreduce));
+  CHECK(reduces(CollectiveKind::kReduceScatter));
+  CHECK_FALSE(reduces(CollectiveKind::kAllgather));
+  CHECK(reduces_to_all(CollectiveKind::kAllreduce));
+  CHECK_FALSE(reduces_to_all(CollectiveKind::kReduceScatter));  // each rank a different block
+  CHECK(traits(CollectiveKind::kBroadcast).rooted);
+  CHECK_FALSE(traits(CollectiveKind::kAllreduce).rooted);
+  CHECK_FALSE(moves_data(CollectiveKind::kBarrier));
+  CHECK(moves_data(CollectiveKind::kAlltoall));
+  CHECK(traits(CollectiveKind::kAllgather).in_place == InPlace::kSendIsOwnSlot);
+  CHECK(traits(CollectiveKind::kReduceScatter).in_place == InPlace::kRecvIsOwnSlot);
+  CHECK(traits(CollectiveKind::kAlltoall).in_place == InPlace::kNever);
+  CHECK(traits(CollectiveKind::kAllreduce).in_place == InPlace::kSame);
+  // Only results every node holds alike can be compared between nodes.
+  CHECK(traits(CollectiveKind::kAllgather).shared_result);
+  CHECK_FALSE(traits(CollectiveKind::kAlltoall).shared_result);
+  // Fusion packs allreduces only.
+  CHECK(traits(CollectiveKind::kAllreduce).fuses);
+  CHECK_FALSE(traits(CollectiveKind::kBroadcast).fuses);
+}
+
+TEST_CASE("collective kinds: nccl-tests' bus-bandwidth factors") {
+  CHECK(traits(CollectiveKind::kAllreduce).bus_factor(4) == doctest::Approx(1.5));
+  CHECK(traits(CollectiveKind::kAllgather).bus_factor(4) == doctest::Approx(0.75));
+  CHECK(traits(CollectiveKind::kReduceScatter).bus_factor(4) == doctest::Approx(0.75));
+  CHECK(traits(CollectiveKind::kAlltoall).bus_factor(4) == doctest::Approx(0.75));
+  CHECK(traits(CollectiveKind::kBroadcast).bus_factor(4) == doctest::Approx(1.0));
+  CHECK(traits(CollectiveKind::kBarrier).bus_factor(4) == doctest::Approx(0.0));
+  // One rank: the payload itself.
+  CHECK(traits(CollectiveKind::kAllreduce).bus_factor(1) == doctest::Approx(1.0));
+  CHECK(traits(CollectiveKind::kAlltoall).bus_factor(1) == doctest::Approx(1.0));
+}
