@@ -222,7 +222,7 @@ void Daemon::accept_next() {
       if (ec == asio::error::operation_aborted || stopping_) return;
       // Out of descriptors or memory: retrying at once would spin; wait a little.
       RS_LOG(warn, "daemon") << "accept failed: " << ec.message() << "; retrying in 100 ms";
-      metrics_.error("accept");
+      metrics_.error(observe::ErrorKind::kAccept);
       accept_retry_.expires_after(std::chrono::milliseconds(100));
       accept_retry_.async_wait([this](boost::system::error_code wait_ec) {
         if (!wait_ec && !stopping_) accept_next();
@@ -292,7 +292,7 @@ void Daemon::run() {
     } catch (const std::exception& e) {
       RS_LOG(error, "daemon") << "internal error (a bug: please report it with this line): " << e.what()
                               << "; the daemon serves on";
-      metrics_.error("internal");
+      metrics_.error(observe::ErrorKind::kInternal);
     }
   }
 }
@@ -341,7 +341,7 @@ void Daemon::shutdown() {
                                      id + "' shut down"));
   for (auto& [name, job] : jobs_)
     for (auto& pending : job.take_expired(Clock::time_point::max(), Clock::duration::zero()))
-      fail(pending, Status::Closed("ringsyncd is shutting down"), "shutdown");
+      fail(pending, Status::Closed("ringsyncd is shutting down"), observe::ErrorKind::kShutdown);
   // Each client gets what is queued for it (the errors above), then EOF.
   for (auto& [id, session] : sessions_) session->close_after_flush();
   if (owns_socket_file_) {

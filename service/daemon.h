@@ -19,7 +19,8 @@
 #include "common/repeat_limiter.h"
 #include "common/status.h"
 #include "common/wire.h"
-#include "service/cluster/control_listener.h"
+#include "service/cluster/answers.h"
+#include "service/formation/control_listener.h"
 #include "service/cluster/job_ring.h"
 #include "service/daemon_config.h"
 #include "service/local/job.h"
@@ -39,7 +40,7 @@ class DeviceService;
 
 namespace ringsync::service {
 
-class Daemon {
+class Daemon final : private cluster::Answers {
  public:
   explicit Daemon(DaemonConfig config);
   ~Daemon();
@@ -122,7 +123,11 @@ class Daemon {
   void finish(local::PendingCollective& collective, const Status& status, Clock::time_point ready,
               std::size_t job_ranks = 0);
   Status start_cluster();
-  void fail(local::PendingCollective& collective, const Status& status, std::string_view error_kind);
+  // cluster::Answers: every rank of a collective answered, the outcome counted.
+  void fail(local::PendingCollective& collective, const Status& status, observe::ErrorKind kind) override;
+  void succeed(local::PendingCollective& collective, Clock::time_point ready, std::size_t ranks) override {
+    finish(collective, Status::Ok(), ready, ranks);
+  }
   void update_gauges();
   // The control loop's hooks for shared-memory channels (BusyPoll::Hooks).
   std::size_t poll_channels();
@@ -147,7 +152,7 @@ class Daemon {
   threads::WorkPool pool_;
   threads::BusyPoll busy_;
   std::unique_ptr<observe::Timeline> timeline_;
-  std::unique_ptr<cluster::ControlListener> control_;  // --control-address (or node 0 of --hostfile)
+  std::unique_ptr<formation::ControlListener> control_;  // --control-address (or node 0 of --hostfile)
   // Multi-node jobs by id, with how their first rank here described them
   // (none for the pre-configured job); rings of released jobs until their
   // last work is done.

@@ -7,7 +7,7 @@
 #include "common/log.h"
 #include "service/daemon.h"
 
-#include "service/cluster/control_tls.h"
+#include "service/formation/control_tls.h"
 #include "service/device/service.h"
 #include "service/collective/local_collective.h"
 #include "service/route/route.h"
@@ -53,7 +53,7 @@ void Daemon::execute(local::PendingCollective collective) {
   Status agreed = local::check_agreement(collective);
   if (!agreed.ok()) {
     RS_LOG(warn, "collective") << agreed.message();
-    fail(collective, agreed, "mismatch");
+    fail(collective, agreed, observe::ErrorKind::kMismatch);
     return;
   }
   const wire::Collective& first = collective.submissions.front().request;
@@ -112,13 +112,11 @@ void Daemon::finish(local::PendingCollective& collective, const Status& status,
                                    << status.to_string();
 }
 
-void Daemon::fail(local::PendingCollective& collective, const Status& status,
-                  std::string_view error_kind) {
-  metrics_.error(error_kind);
-  const wire::CollectiveKind kind = collective.submissions.empty()
-                                        ? wire::CollectiveKind::kAllreduce
-                                        : collective.submissions.front().request.kind;
-  metrics_.collectives.with({collective.job_id, wire::collective_kind_name(kind), observe::status_label(status.code())})
+void Daemon::fail(local::PendingCollective& collective, const Status& status, observe::ErrorKind kind) {
+  metrics_.error(observe::resolve(kind, status));
+  const wire::CollectiveKind op = collective.submissions.empty() ? wire::CollectiveKind::kAllreduce
+                                                                 : collective.submissions.front().request.kind;
+  metrics_.collectives.with({collective.job_id, wire::collective_kind_name(op), observe::status_label(status.code())})
       .inc();
   for (auto& s : collective.submissions) s.complete(status);
 }
@@ -139,9 +137,9 @@ Status Daemon::start_cluster() {
       config_.cluster.nodes.size() > 1)
     control = cluster::control_address(config_.cluster.nodes[0]);
   if (!control.empty()) {
-    cluster::ControlListener::Options options{config_.client_handshake_timeout, config_.cluster.join_timeout,
-                                              config_.cluster.tls, [this] { metrics_.error("auth"); }};
-    auto listener = cluster::ControlListener::open(io_, control, std::move(options));
+    formation::ControlListener::Options options{config_.client_handshake_timeout, config_.cluster.join_timeout,
+                                              config_.cluster.tls, [this] { metrics_.error(observe::ErrorKind::kAuth); }};
+    auto listener = formation::ControlListener::open(io_, control, std::move(options));
     if (!listener.ok()) return listener.status();
     control_ = std::move(listener).value();
     RS_LOG(info, "ring") << "listening for the other nodes of multi-node jobs on " << control_->address()
@@ -181,7 +179,7 @@ void Daemon::sweep() {
     RS_LOG(error, "metrics") << (misused - misuse_reported_)
                              << " metric update(s) ignored as invalid (a bug: please report it); the first: "
                              << metrics::first_misuse();
-    for (std::uint64_t i = misuse_reported_; i < misused; ++i) metrics_.error("internal");
+    for (std::uint64_t i = misuse_reported_; i < misused; ++i) metrics_.error(observe::ErrorKind::kInternal);
     misuse_reported_ = misused;
   }
   std::size_t stalled = 0;
@@ -193,7 +191,7 @@ void Daemon::sweep() {
           elapsed_text(now - pending.first_submit) + ": local rank(s) " +
           local::rank_list(missing) + " never submitted it (--collective-timeout)");
       RS_LOG(warn, "collective") << timeout.message();
-      fail(pending, timeout, "timeout");
+      fail(pending, timeout, observe::ErrorKind::kTimeout);
     }
     for (auto& [name, pending] : job.pending()) {
       if (now - pending.first_submit < config_.stall_warning) continue;

@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "common/wire.h"
-#include "service/cluster/control_tls.h"
+#include "service/formation/control_tls.h"
 #include "service/cluster/job_spec.h"
 #include "service/route/route.h"
 
@@ -55,7 +55,7 @@ Status bytes_in_range(const config::Config& cfg, std::string_view name, std::uin
   return Status::Ok();
 }
 
-Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
+Status cluster_config_from(const config::Config& cfg, cluster::ClusterConfig& c) {
   const std::string hostfile = cfg.get_string("hostfile");
   const std::string hosts = cfg.get_string("hosts");
   if (!hostfile.empty() && !hosts.empty())
@@ -110,15 +110,15 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   c.progress_timeout = cfg.get_duration("progress-timeout");
   c.cycle_time = cfg.get_duration("cycle-time");
   c.fusion_threshold_bytes = cfg.get_bytes("fusion-threshold");
-  c.inline_bytes = cfg.get_bytes("inline-bytes");
+  c.ring.inline_bytes = cfg.get_bytes("inline-bytes");
   {
     auto routes = route::data_routes(cfg.get_string("algorithm"), cfg.get_bytes("direct-max-bytes"),
                                      cfg.get_bytes("rhd-max-bytes"));
     if (!routes.ok()) return Status::InvalidArgument(routes.status().message() + from(cfg, "algorithm"));
-    c.data_routes = *routes;
+    c.ring.routes = *routes;
   }
-  c.response_cache_capacity = static_cast<std::size_t>(cfg.get_int("response-cache"));
-  c.ring_chunk_bytes = cfg.get_bytes("ring-chunk-bytes");
+  c.ring.response_cache = static_cast<std::uint32_t>(cfg.get_int("response-cache"));
+  c.ring.chunk_bytes = cfg.get_bytes("ring-chunk-bytes");
   c.ring_window = static_cast<std::uint32_t>(cfg.get_int("ring-window"));
   c.gpu_staging_chunk_bytes = cfg.get_bytes("gpu-staging-chunk");
   if (c.gpu_staging_chunk_bytes != 0)
@@ -127,7 +127,7 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   {
     auto verify = integrity::parse_verify_results(cfg.get_string("verify-results"));
     if (!verify.ok()) return Status::InvalidArgument(verify.status().message() + from(cfg, "verify-results"));
-    c.verify_results = *verify;
+    c.ring.verify_results = *verify;
   }
   c.rendezvous = cfg.get_string("rendezvous");
   if (!c.rendezvous.empty() && c.rendezvous.rfind("etcd://", 0) != 0)
@@ -140,9 +140,9 @@ Status cluster_config_from(const config::Config& cfg, ClusterConfig& c) {
   c.ucx_transports = cfg.get_string("ucx-transports");
   c.ucx_net_devices = cfg.get_string("ucx-net-devices");
   c.timeline_path = cfg.get_string("timeline");
-  const cluster::TlsFiles tls{cfg.get_string("tls-cert"), cfg.get_string("tls-key"), cfg.get_string("tls-ca")};
+  const formation::TlsFiles tls{cfg.get_string("tls-cert"), cfg.get_string("tls-key"), cfg.get_string("tls-ca")};
   if (!tls.cert.empty() || !tls.key.empty() || !tls.ca.empty()) {
-    auto loaded = cluster::ControlTls::load(tls);  // its errors name the flags
+    auto loaded = formation::ControlTls::load(tls);  // its errors name the flags
     if (!loaded.ok()) return loaded.status();
     c.tls = std::move(loaded).value();
   }

@@ -30,7 +30,7 @@ nlohmann::json waiting_for_nodes(const cluster::JobSpec& job, const std::vector<
   return {{"nodes", node_list(nodes)}, {"names", names}, {"what", what}};
 }
 
-nlohmann::json operation(const cluster::Executor::InFlight& op) {
+nlohmann::json operation(const execution::Executor::InFlight& op) {
   nlohmann::json o = {{"phase", op.phase},
                       {"sequence", op.sequence},
                       {"kind", op.kind},

@@ -40,7 +40,7 @@ Status Daemon::on_hello(const std::shared_ptr<local::ClientSession>& session, co
   auto refuse = [&](Status status) {
     RS_LOG(info, "session") << "client " << session->id() << " (pid " << hello.pid
                             << ") refused: " << status.message();
-    metrics_.error("hello_refused");
+    metrics_.error(observe::ErrorKind::kHelloRefused);
     session->send(wire::HelloReply{status, wire::kProtocolVersion, kVersion});
     session->close_after_flush();
     return Status::Ok();
@@ -57,13 +57,13 @@ Status Daemon::on_hello(const std::shared_ptr<local::ClientSession>& session, co
   if (hello.job_id.size() > 256) return refuse(Status::InvalidArgument("job id is longer than 256 bytes"));
   const local::Credentials& who = session->credentials();
   if (Status allowed = config_.access.admit(who); !allowed.ok()) {
-    metrics_.error("auth");
+    metrics_.error(observe::ErrorKind::kAuth);
     return refuse(allowed);
   }
   const bool new_job = jobs_.find(hello.job_id) == jobs_.end();
   // States kept for a job outlive its ranks here: they stay their user's.
   if (const auto keeper = kept_.owner(hello.job_id); new_job && keeper && *keeper != who.uid) {
-    metrics_.error("auth");
+    metrics_.error(observe::ErrorKind::kAuth);
     return refuse(Status::InvalidArgument("job '" + hello.job_id + "' has states kept on this ringsyncd by uid " +
                                           std::to_string(*keeper) + ", not by uid " + std::to_string(who.uid) +
                                           "; give this job an id of its own (RINGSYNC_JOB_ID)"));
@@ -71,7 +71,7 @@ Status Daemon::on_hello(const std::shared_ptr<local::ClientSession>& session, co
   // A job belongs to the user whose trainer made it: another user's trainers
   // cannot attach to it (nor read its buffers or kept state through it).
   if (!new_job && jobs_.at(hello.job_id).owner_uid != who.uid) {
-    metrics_.error("auth");
+    metrics_.error(observe::ErrorKind::kAuth);
     return refuse(Status::InvalidArgument("job '" + hello.job_id + "' on this ringsyncd belongs to uid " +
                                           std::to_string(jobs_.at(hello.job_id).owner_uid) + ", not to uid " +
                                           std::to_string(who.uid) +
@@ -175,7 +175,7 @@ void Daemon::on_registered(const std::string& job_id, const Status& outcome) {
       continue;
     }
     RS_LOG(info, "session") << "client " << session->id() << " refused: " << outcome.message();
-    metrics_.error("hello_refused");
+    metrics_.error(observe::ErrorKind::kHelloRefused);
     if (auto job = jobs_.find(job_id); job != jobs_.end()) {
       job->second.leave(session->membership->local_rank);
       if (job->second.connected() == 0) jobs_.erase(job);
@@ -257,16 +257,13 @@ Result<cluster::JobRing*> Daemon::ring_for(const local::DescribedJob& described)
 
 std::unique_ptr<cluster::JobRing> Daemon::make_ring(cluster::JobSpec spec) {
   cluster::JobRing::Hooks hooks;
-  hooks.fail = [this](local::PendingCollective& p, const Status& s, std::string_view kind) { fail(p, s, kind); };
-  hooks.succeed = [this](local::PendingCollective& p, Clock::time_point ready, std::size_t ranks) {
-    finish(p, Status::Ok(), ready, ranks);
-  };
   const std::string id = spec.id;
   hooks.ring_lost = [this, id](const Status& why) { on_ring_lost(id, why); };
   hooks.finished = [this, id] { asio::post(io_, [this, id] { maybe_release(id); }); };
   hooks.registered = [this, id](const Status& outcome) { on_registered(id, outcome); };
+  cluster::Answers& answers = *this;
   return std::make_unique<cluster::JobRing>(io_, std::move(spec), config_.cluster, control_.get(), pool_, metrics_,
-                                            timeline_.get(), std::move(hooks));
+                                            timeline_.get(), answers, std::move(hooks));
 }
 
 std::string Daemon::rank_name(const local::ClientSession& session) const {
@@ -314,7 +311,7 @@ void Daemon::on_disconnect(const std::shared_ptr<local::ClientSession>& session)
            Status::PeerLost("local rank " + std::to_string(who.local_rank) + " (pid " + std::to_string(who.pid) +
                             ") of job '" + who.job_id + "' disconnected while tensor '" + pending.name +
                             "' was pending"),
-           "client_lost");
+           observe::ErrorKind::kClientLost);
   } else {
     // Every rank of the job, on every node, gets this first line.
     const std::size_t unfinished = session->liveness.outstanding.size();
@@ -324,7 +321,7 @@ void Daemon::on_disconnect(const std::shared_ptr<local::ClientSession>& session)
         : session->liveness.left ? " left the job (rs_disconnect)"
                                  : " is gone: its connection closed (the process exited or was killed)";
     const Status why = Status::PeerLost(rank_name(*session) + how);
-    for (auto& pending : job.leave(who.local_rank, why.message())) fail(pending, why, "client_lost");
+    for (auto& pending : job.leave(who.local_rank, why.message())) fail(pending, why, observe::ErrorKind::kClientLost);
     if (!session->liveness.reported) rank_left(*session, why, unfinished == 0 && session->liveness.left);
     ring->set_local_ranks(job.connected());
   }
@@ -361,7 +358,7 @@ void Daemon::on_ring_lost(const std::string& job_id, const Status& why) {
   lost_at_.try_emplace(job_id, Clock::now());
   auto it = jobs_.find(job_id);
   if (it != jobs_.end() && it->second.connected() > 0)
-    for (auto& pending : it->second.break_with(why.message())) fail(pending, why, "peer_lost");
+    for (auto& pending : it->second.break_with(why.message())) fail(pending, why, observe::ErrorKind::kPeerLost);
   asio::post(io_, [this, job_id] { maybe_release(job_id); });
 }
 
@@ -408,10 +405,10 @@ void Daemon::check_liveness(Clock::time_point now) {
     live.reported = true;
     const Status why = Status::PeerLost(rank_name(*session) + *verdict);
     RS_LOG(warn, "session") << why.message();
-    metrics_.error("rank_unresponsive");
+    metrics_.error(observe::ErrorKind::kRankUnresponsive);
     auto job = jobs_.find(session->membership->job_id);
     if (job != jobs_.end())
-      for (auto& pending : job->second.break_with(why.message())) fail(pending, why, "client_lost");
+      for (auto& pending : job->second.break_with(why.message())) fail(pending, why, observe::ErrorKind::kClientLost);
     rank_left(*session, why);
   }
 }

@@ -90,7 +90,7 @@ void Daemon::on_alloc(const std::shared_ptr<local::ClientSession>& session,
   auto job = jobs_.find(who.job_id);
   if (job != jobs_.end() && alloc.bytes > config_.max_job_buffer_bytes - std::min(config_.max_job_buffer_bytes,
                                                                                   job->second.buffer_bytes())) {
-    metrics_.error("alloc");
+    metrics_.error(observe::ErrorKind::kAlloc);
     session->send(wire::AllocReply{
         alloc.request_id,
         Status::OutOfMemory("job '" + who.job_id + "' has " + std::to_string(job->second.buffer_bytes()) +
@@ -104,7 +104,7 @@ void Daemon::on_alloc(const std::shared_ptr<local::ClientSession>& session,
       alloc.bytes, config_.max_client_buffer_bytes,
       "ringsync:" + who.job_id + ":" + std::to_string(who.local_rank));
   if (!region.ok()) {
-    metrics_.error("alloc");
+    metrics_.error(observe::ErrorKind::kAlloc);
     session->send(wire::AllocReply{alloc.request_id, region.status(), 0, 0});
     return;
   }
@@ -119,7 +119,7 @@ void Daemon::on_free(const std::shared_ptr<local::ClientSession>& session, const
   if (!session->buffers.release(free.buffer_id)) {
     RS_LOG(warn, "session") << "client " << session->id() << " freed unknown buffer "
                                  << free.buffer_id;
-    metrics_.error("invalid_argument");
+    metrics_.error(observe::ErrorKind::kInvalidArgument);
     return;
   }
   const std::uint64_t freed = before - session->buffers.total_bytes();
@@ -131,7 +131,7 @@ void Daemon::on_free(const std::shared_ptr<local::ClientSession>& session, const
 void Daemon::on_keep_state(const std::shared_ptr<local::ClientSession>& session, const wire::KeepState& keep) {
   const auto& who = *session->membership;
   auto reply = [&](const Status& status) {
-    if (!status.ok()) metrics_.error("keep_state");
+    if (!status.ok()) metrics_.error(observe::ErrorKind::kKeepState);
     session->send(wire::Completion{keep.request_id, status});
   };
   if (keep.name.size() > kMaxTensorName)
@@ -161,7 +161,7 @@ void Daemon::on_fetch_state(const std::shared_ptr<local::ClientSession>& session
   auto region = session->buffers.allocate(kept->bytes, config_.max_client_buffer_bytes,
                                           "ringsync:" + who.job_id + ":" + std::to_string(who.local_rank) + ":state");
   if (!region.ok()) {
-    metrics_.error("alloc");
+    metrics_.error(observe::ErrorKind::kAlloc);
     session->send(wire::AllocReply{fetch.request_id, region.status(), 0, 0});
     return;
   }
@@ -259,27 +259,26 @@ Result<local::Submission> Daemon::prepare(const std::shared_ptr<local::ClientSes
 
 void Daemon::on_collective(const std::shared_ptr<local::ClientSession>& session,
                            wire::Collective request) {
-  const auto reject = [&](const Status& status, std::string_view kind) {
+  const auto reject = [&](const Status& status, observe::ErrorKind kind) {
     RS_LOG(info, "collective") << "client " << session->id() << ": tensor '" << request.name
                                     << "': " << status.to_string();
     metrics_.error(kind);
     session->send(wire::Completion{request.request_id, status});
   };
   auto job_it = jobs_.find(session->membership->job_id);
-  if (job_it == jobs_.end()) return reject(Status::Internal("job vanished"), "internal");
+  if (job_it == jobs_.end()) return reject(Status::Internal("job vanished"), observe::ErrorKind::kInternal);
   local::Job& job = job_it->second;
   if (request.count <= route::kBusyPollBytes) busy_.extend_for(request.count * dtype_size(request.dtype));
   cluster::JobRing* ring = ring_of(job.id());
   auto submission = prepare(session, job, ring, request);
-  if (!submission.ok()) return reject(submission.status(), "invalid_argument");
+  if (!submission.ok()) return reject(submission.status(), observe::ErrorKind::kInvalidArgument);
   if (request.bounced)  // prepare() checked that count * element size does not overflow
     metrics_.staged_bytes.with().inc(static_cast<double>(request.count * dtype_size(request.dtype)));
   const std::uint64_t request_id = request.request_id;
   auto ready = job.submit(std::move(submission).value());
   if (!ready.ok())
-    return reject(ready.status(), ready.status().code() == StatusCode::kPeerLost
-                                      ? "peer_lost"
-                                      : "invalid_argument");
+    return reject(ready.status(), ready.status().code() == StatusCode::kPeerLost ? observe::ErrorKind::kPeerLost
+                                                                                 : observe::ErrorKind::kInvalidArgument);
   session->liveness.outstanding.insert(request_id);
   if (!ready->has_value()) return;
   observe_rank_wait(**ready);
@@ -303,15 +302,15 @@ void Daemon::on_collective(const std::shared_ptr<local::ClientSession>& session,
   Status agreed = local::check_agreement(**ready);
   if (!agreed.ok()) {
     RS_LOG(warn, "collective") << agreed.message();
-    fail(**ready, agreed, "mismatch");
+    fail(**ready, agreed, observe::ErrorKind::kMismatch);
     return;
   }
   const device::NodeShape shape{ring->node_rank(), ring->num_nodes(), ring->slots()};
   devices().stage_in(std::move(**ready), shape, config_.cluster.gpu_staging_chunk_bytes,
                      [this, id = job.id()](local::PendingCollective& staged, const Status& s) {
-    if (!s.ok()) return fail(staged, s, "device");
+    if (!s.ok()) return fail(staged, s, observe::ErrorKind::kDevice);
     cluster::JobRing* staged_ring = ring_of(id);
-    if (!staged_ring || stopping_) return fail(staged, Status::Closed("the ring of job '" + id + "' is gone"), "shutdown");
+    if (!staged_ring || stopping_) return fail(staged, Status::Closed("the ring of job '" + id + "' is gone"), observe::ErrorKind::kShutdown);
     staged_ring->local_ready(std::move(staged));
   });
 }

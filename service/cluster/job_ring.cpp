@@ -12,23 +12,22 @@ namespace ringsync::service::cluster {
 
 namespace asio = boost::asio;
 
-JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& settings, ControlListener* listener,
-                 threads::WorkPool& pool, observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks,
-                 std::unique_ptr<DataPlane> data_plane)
+JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& settings, formation::ControlListener* listener,
+                 threads::WorkPool& pool, observe::DaemonMetrics& metrics, observe::Timeline* timeline,
+                 Answers& answers, Hooks hooks, std::unique_ptr<formation::DataPlane> data_plane)
     : job_(std::move(job)),
       settings_(settings),
+      answers_(answers),
       hooks_(std::move(hooks)),
       io_(io),
-      executor_(io, job_, settings, pool, metrics, timeline,
-                Executor::Hooks{hooks_.fail, hooks_.succeed, [this](const Status& why) { membership_->suspect(why); },
-                                [this] { check_drained(); }}),
-      negotiator_(io, job_, settings, metrics, timeline,
-                  Negotiator::Hooks{hooks_.fail, hooks_.succeed,
-                                    [this](std::shared_ptr<PlannedOperation> op) { executor_.submit(std::move(op)); },
+      executor_(io, job_, settings, pool, metrics, timeline, answers,
+                execution::Executor::Hooks{[this](const Status& why) { membership_->suspect(why); }, [this] { check_drained(); }}),
+      negotiator_(io, job_, settings, metrics, timeline, answers,
+                  negotiation::Negotiator::Hooks{[this](std::shared_ptr<PlannedOperation> op) { executor_.submit(std::move(op)); },
                                     [this](const Status& why) { membership_->lose(why); },
                                     [this] { return executor_.idle(); }}) {
-  if (!data_plane) data_plane = UcxDataPlane::for_daemon(settings);
-  Membership::Hooks membership_hooks;
+  if (!data_plane) data_plane = formation::UcxDataPlane::for_daemon(settings);
+  formation::Membership::Hooks membership_hooks;
   membership_hooks.formed = [this](std::uint64_t epoch) { on_formed(epoch); };
   membership_hooks.lost = [this](const Status& why, bool quiet, std::int32_t lost_node) {
     // An elastic job's next roster need not wait for the lost node's lease.
@@ -39,7 +38,7 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
   membership_hooks.attempt_failed = [this](const Status& why) {
     // What waited for this ring waits no longer: it gets the reason.
     negotiator_.lost(Status::PeerLost("the ring of job '" + job_.id + "' is not formed: " + why.message()),
-                     "peer_lost");
+                     observe::ErrorKind::kPeerLost);
   };
   membership_hooks.message = [this](std::uint32_t from, peer_wire::Message m) { on_message(from, std::move(m)); };
   if (job_.rendezvous.empty()) {
@@ -61,7 +60,7 @@ JobRing::JobRing(asio::io_context& io, JobSpec job, const ClusterConfig& setting
           io, std::move(store).value(),
           rendezvous::RendezvousJob{job_.id, job_.token, job_.num_nodes, job_.slots, job_.self_address}, lease);
   }
-  membership_ = std::make_shared<Membership>(io, job_, settings, listener, std::move(data_plane), metrics,
+  membership_ = std::make_shared<formation::Membership>(io, job_, settings, listener, std::move(data_plane), metrics,
                                              std::move(membership_hooks), rendezvous_);
   membership_->set_reform(job_.preconfigured);
 }
@@ -112,14 +111,14 @@ void JobRing::stop(const Status& why, const Status& goodbye) {
   if (rendezvous_) rendezvous_->leave();
   membership_->stop(goodbye);
   executor_.lost(why);
-  negotiator_.lost(why, "shutdown");
+  negotiator_.lost(why, observe::ErrorKind::kShutdown);
 }
 
 bool JobRing::done() const { return executor_.idle() && membership_->settled(); }
 
 void JobRing::local_ready(local::PendingCollective collective) {
   if (stopping_) {
-    hooks_.fail(collective, Status::Closed("ringsyncd is shutting down"), "shutdown");
+    answers_.fail(collective, Status::Closed("ringsyncd is shutting down"), observe::ErrorKind::kShutdown);
     return;
   }
   negotiator_.local_ready(std::move(collective));
@@ -129,7 +128,7 @@ void JobRing::rank_left(std::uint32_t global_rank, const Status& why, bool clean
   if (stopping_) return;
   if (!membership_->formed()) {
     // Nobody else holds anything of this run yet; what waits here fails.
-    negotiator_.lost(why, "client_lost");
+    negotiator_.lost(why, observe::ErrorKind::kClientLost);
     return;
   }
   if (drained_) {
@@ -207,7 +206,7 @@ void JobRing::on_lost(const Status& why, bool quiet) {
   drained_ = false;
   drained_nodes_.clear();
   executor_.lost(why);
-  negotiator_.lost(why, why.code() == StatusCode::kTimeout ? "timeout" : "peer_lost", /*keep_held=*/quiet);
+  negotiator_.lost(why, lost_kind(why), /*keep_held=*/quiet);
   if (quiet) {
     if (hooks_.finished) hooks_.finished();
   } else if (hooks_.ring_lost) {
@@ -257,7 +256,7 @@ std::size_t JobRing::sweep(Clock::time_point now, Clock::duration stall_after, C
     if (membership_->formed()) {
       membership_->lose(*expired);
     } else {
-      negotiator_.lost(*expired, "timeout");
+      negotiator_.lost(*expired, observe::ErrorKind::kTimeout);
     }
   }
   // A job its trainers described: a node whose ranks have all left waits for

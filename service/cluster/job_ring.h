@@ -1,11 +1,11 @@
 // This daemon's part in one multi-node job (docs/cluster.md): the job's
-// Membership (forming the ring, its links and epochs), its Negotiator (which
-// ready tensors run in which order; node 0 coordinates) and its Executor (local
+// formation::Membership (forming the ring, its links and epochs), its negotiation::Negotiator (which
+// ready tensors run in which order; node 0 coordinates) and its execution::Executor (local
 // reduce → ring over UCX → copy back to every local rank), wired together.
 // Each job of the daemon has one; they share only the daemon's control port,
 // work pool and metrics registry.
 //
-// Runs on the daemon's control thread, except the ring itself (RingEngine's
+// Runs on the daemon's control thread, except the ring itself (execution::RingEngine's
 // thread) and the memory work (WorkPool).
 #pragma once
 
@@ -17,11 +17,12 @@
 #include <string>
 
 #include "common/status.h"
-#include "service/cluster/executor.h"
+#include "service/cluster/answers.h"
+#include "service/execution/executor.h"
 #include "service/cluster/job_spec.h"
-#include "service/cluster/membership.h"
-#include "service/cluster/negotiator.h"
-#include "service/daemon_config.h"
+#include "service/formation/membership.h"
+#include "service/negotiation/negotiator.h"
+#include "service/cluster/cluster_config.h"
 #include "service/local/pending_collective.h"
 #include "service/observe/daemon_metrics.h"
 #include "service/rendezvous/rendezvous.h"
@@ -31,18 +32,15 @@ namespace ringsync::service::observe {
 class Timeline;
 }
 
-namespace ringsync::service::cluster {
-
+namespace ringsync::service::formation {
 class ControlListener;
+}
+
+namespace ringsync::service::cluster {
 
 class JobRing {
  public:
   struct Hooks {
-    // Answers every rank of a collective with an error (and counts it).
-    std::function<void(local::PendingCollective&, const Status&, std::string_view error_kind)> fail;
-    // Answers every rank with success; `ready` is when the node had it ready,
-    // `ranks` the ranks of the whole job (for bus bandwidth).
-    std::function<void(local::PendingCollective&, Clock::time_point ready, std::size_t ranks)> succeed;
     // The ring was lost, or a rank of the job left (on any node): the local
     // job must fail what it holds and refuse more.
     std::function<void(const Status&)> ring_lost;
@@ -53,10 +51,11 @@ class JobRing {
     std::function<void(const Status&)> registered;
   };
 
-  // `data_plane` null: UCX with the settings' transports.
-  JobRing(boost::asio::io_context& io, JobSpec job, const ClusterConfig& settings, ControlListener* listener,
-          threads::WorkPool& pool, observe::DaemonMetrics& metrics, observe::Timeline* timeline, Hooks hooks,
-          std::unique_ptr<DataPlane> data_plane = nullptr);
+  // Every collective of the job is answered through `answers`. `data_plane`
+  // null: UCX with the settings' transports.
+  JobRing(boost::asio::io_context& io, JobSpec job, const ClusterConfig& settings, formation::ControlListener* listener,
+          threads::WorkPool& pool, observe::DaemonMetrics& metrics, observe::Timeline* timeline, Answers& answers,
+          Hooks hooks, std::unique_ptr<formation::DataPlane> data_plane = nullptr);
   ~JobRing();
   JobRing(const JobRing&) = delete;
   JobRing& operator=(const JobRing&) = delete;
@@ -98,8 +97,8 @@ class JobRing {
   // What this node's part of the job waits for now (the daemon's in-flight
   // view): tensors ready here in negotiation, and the operations running.
   struct InFlight {
-    std::vector<Negotiator::WaitingTensor> planning;
-    std::vector<Executor::InFlight> operations;
+    std::vector<negotiation::Negotiator::WaitingTensor> planning;
+    std::vector<execution::Executor::InFlight> operations;
   };
   InFlight in_flight(Clock::time_point now) const {
     return {negotiator_.waiting_view(now), executor_.in_flight(now)};
@@ -127,6 +126,7 @@ class JobRing {
 
   JobSpec job_;  // first: the parts below refer to it
   const ClusterConfig& settings_;
+  Answers& answers_;
   Hooks hooks_;
   bool stopping_ = false;
   bool registered_ = true;
@@ -149,9 +149,9 @@ class JobRing {
     bool clean;
   };
   std::optional<Notice> unsent_notice_;
-  Executor executor_;
-  Negotiator negotiator_;
-  std::shared_ptr<Membership> membership_;
+  execution::Executor executor_;
+  negotiation::Negotiator negotiator_;
+  std::shared_ptr<formation::Membership> membership_;
 };
 
 }  // namespace ringsync::service::cluster

@@ -61,7 +61,7 @@ class DeviceBackend {
   virtual Result<std::unique_ptr<DeviceQueue>> queue(int device) = 0;
   virtual Result<std::unique_ptr<HostBuffer>> host_buffer(std::size_t bytes) = 0;
   // A copy engine between `device` and host_buffer() memory, chunk by chunk, for a
-  // staged ring (cluster/ring_staging.h): its own stream, for the caller alone.
+  // staged ring (execution/ring_staging.h): its own stream, for the caller alone.
   virtual Result<std::unique_ptr<cuda::ChunkCopier>> copier(int device) = 0;
 };
 

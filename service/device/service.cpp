@@ -60,7 +60,7 @@ void DeviceService::register_allocation(const std::shared_ptr<local::ClientSessi
     to.send(wire::RegisterDeviceReply{r.request_id, status, r.allocation_id});
   };
   if (Status reserved = session->devices.reserve(request); !reserved.ok()) {
-    metrics_.error("invalid_argument");
+    metrics_.error(observe::ErrorKind::kInvalidArgument);
     reply(*session, request, reserved);
     return;
   }
@@ -95,7 +95,7 @@ void DeviceService::register_allocation(const std::shared_ptr<local::ClientSessi
         if (!status.ok()) {
           session->devices.cancel(request.allocation_id);
           RS_LOG(info, "device") << "client " << session->id() << ": " << status.message();
-          metrics_.error("device");
+          metrics_.error(observe::ErrorKind::kDevice);
           reply(*session, request, status);
           return;
         }
@@ -113,7 +113,7 @@ void DeviceService::unregister_allocation(local::ClientSession& session, std::ui
   if (!session.devices.release(allocation_id)) {
     RS_LOG(warn, "device") << "client " << session.id() << " unregistered GPU allocation "
                            << allocation_id << ", which is unknown or still being registered";
-    metrics_.error("invalid_argument");
+    metrics_.error(observe::ErrorKind::kInvalidArgument);
     return;
   }
   metrics_.registered_bytes.with({"device"}).dec(

@@ -46,7 +46,7 @@ const void* DeviceStaging::ring_input() const {
   return plan_.ranks.size() == 1 ? plan_.ranks[0].send : plan_.ranks[0].recv;
 }
 
-cluster::StagedBuffers DeviceStaging::staged_buffers() const {
+execution::StagedBuffers DeviceStaging::staged_buffers() const {
   return {host_->data(), static_cast<const std::byte*>(ring_input()), static_cast<std::byte*>(plan_.ranks[0].recv)};
 }
 

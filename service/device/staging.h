@@ -19,7 +19,7 @@
 //
 // Pipelined (route::staged_chunk_by_chunk(): an allreduce of at least
 // route::kStagedRingBytes on several nodes): the ring
-// runs directly over the host buffer as a cluster::StagedAllreduce, which copies
+// runs directly over the host buffer as a execution::StagedAllreduce, which copies
 // the reduced input in and the result out chunk by chunk while the ring runs
 // (copier(), staged_buffers()); the executor then calls result_on_device(). Should
 // the negotiation fuse such a tensor with others, the executor fills the host
@@ -36,7 +36,7 @@
 
 #include "common/status.h"
 #include "cuda/chunk_copier.h"
-#include "service/cluster/ring_staging.h"
+#include "service/execution/ring_staging.h"
 #include "service/collective/kind.h"
 #include "service/collective/plan.h"
 #include "service/device/backend.h"
@@ -74,7 +74,7 @@ class DeviceStaging {
   bool pipelined() const { return pipelined_ && !host_filled_; }
   // Pipelined: the copy engine, and the buffers it moves between.
   cuda::ChunkCopier& copier() { return *copier_; }
-  cluster::StagedBuffers staged_buffers() const;
+  execution::StagedBuffers staged_buffers() const;
   std::size_t pipeline_chunk() const { return pipeline_chunk_; }
   // The pipelined ring put the result in local rank 0's output already.
   void result_on_device() { result_on_device_ = true; }

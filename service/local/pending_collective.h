@@ -49,7 +49,7 @@ struct PendingCollective {
   Clock::time_point first_submit;
   bool stall_reported = false;
   // GPU buffers of a multi-node job, from DeviceService::stage_in until the
-  // executor's stage-out step copied the result back (cluster/executor.h).
+  // executor's stage-out step copied the result back (execution/executor.h).
   std::shared_ptr<device::DeviceStaging> staging;
 
   bool ready() const { return submissions.size() == present.size(); }

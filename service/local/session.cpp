@@ -42,7 +42,7 @@ void ClientSession::start() {
     if (wait_ec || self->membership || self->closed_) return;
     RS_LOG(warn, "session") << "client " << self->id_
                                  << " sent no hello in time; closing the connection";
-    self->daemon_.metrics().error("handshake_timeout");
+    self->daemon_.metrics().error(observe::ErrorKind::kHandshakeTimeout);
     self->close();
   });
   asio::co_spawn(socket_.get_executor(), read_loop(self), asio::detached);
@@ -56,7 +56,7 @@ void ClientSession::send(const wire::Message& message, std::shared_ptr<shm::Regi
     // hold an unbounded backlog for it.
     RS_LOG(warn, "session") << "client " << id_ << " has " << queue_.size()
                             << " unread replies; closing the connection";
-    daemon_.metrics().error("slow_client");
+    daemon_.metrics().error(observe::ErrorKind::kSlowClient);
     close();
     return;
   }
@@ -123,7 +123,7 @@ void ClientSession::ring_doorbell() {
 void ClientSession::channel_corrupt(const Status& why) {
   // Nothing more can be said through a channel the trainer scribbled over.
   warn_limited(why.to_string() + "; closing the connection");
-  daemon_.metrics().error("protocol");
+  daemon_.metrics().error(observe::ErrorKind::kProtocol);
   close();
 }
 
@@ -190,7 +190,7 @@ void ClientSession::arm_flush_deadline() {
     if (self->frames_written_ != written) return self->arm_flush_deadline();
     RS_LOG(warn, "session") << "client " << self->id_ << " took none of its last replies for "
                             << kFlushTimeout.count() << " s; closing the connection";
-    self->daemon_.metrics().error("flush_timeout");
+    self->daemon_.metrics().error(observe::ErrorKind::kFlushTimeout);
     self->close();
   });
 }
@@ -217,7 +217,7 @@ void ClientSession::warn_limited(const std::string& what) {
 
 void ClientSession::protocol_error(const Status& status) {
   warn_limited(status.to_string() + "; closing the connection");
-  daemon_.metrics().error("protocol");
+  daemon_.metrics().error(observe::ErrorKind::kProtocol);
   // Request id 0 marks an error about the connection itself.
   send(wire::Completion{0, status});
   close_after_flush();

@@ -133,21 +133,11 @@ DaemonMetrics::DaemonMetrics(metrics::Registry& r)
       registry_(r) {
   registered_bytes.with({"host"}).set(0);
   gpu_devices.with().set(0);
-  for (std::string_view kind : error_kinds()) errors.with({kind}).inc(0);
+  for (ErrorKind kind : counted_from_start()) errors.with({label(kind)}).inc(0);
   build_info.with({kVersion, reduce::kernel_isa()}).set(1);
 }
 
 DaemonMetrics::~DaemonMetrics() = default;
-
-const std::vector<std::string_view>& DaemonMetrics::error_kinds() {
-  // The kinds in use (grep "error(\"" in service/); a kind not listed still counts, from its first error.
-  static const std::vector<std::string_view> kinds = {
-      "accept",        "alloc",           "auth",           "client_lost",       "device",         "flush_timeout",
-      "handshake_timeout", "hello_refused", "integrity", "internal",        "invalid_argument", "keep_state",
-      "mismatch",      "peer_lost",       "peer_protocol",     "peer_refused",   "protocol",
-      "rank_unresponsive", "ring_formation", "shutdown",       "slow_client",    "timeout"};
-  return kinds;
-}
 
 void DaemonMetrics::start_gpu_sampling(std::chrono::milliseconds period) {
   if (!gpu_sampler_) gpu_sampler_ = cuda::GpuSampler::start(registry_, period);

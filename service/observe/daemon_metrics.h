@@ -19,6 +19,7 @@
 #include "common/metrics.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "service/observe/error_kind.h"
 
 namespace ringsync::cuda {
 class GpuSampler;
@@ -45,9 +46,7 @@ struct DaemonMetrics {
   void set_link_rate(double bytes_per_second);
   // Deletes every series of the job (it ended here a while ago).
   void forget_job(std::string_view job);
-  void error(std::string_view kind) { errors.with({kind}).inc(); }
-  // Every kind error() is called with, so that each series exists (at 0) from the start.
-  static const std::vector<std::string_view>& error_kinds();
+  void error(ErrorKind kind) { errors.with({label(kind)}).inc(); }
 
   metrics::CounterFamily& collectives;        // job_id, op, status
   metrics::CounterFamily& collective_bytes;   // job_id, op, dtype

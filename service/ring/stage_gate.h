@@ -1,5 +1,5 @@
 // A ring buffer that something else fills and drains while the ring runs over it:
-// a GPU buffer staged through host memory chunk by chunk (cluster/ring_staging.h).
+// a GPU buffer staged through host memory chunk by chunk (execution/ring_staging.h).
 // Without a gate (RingOptions::gate null) the buffer holds this node's data from
 // the start and nobody needs to hear when a range is final.
 //

@@ -24,7 +24,7 @@
 //     ring                    everything else (the kind's ring task, service/collective/)
 //
 // Every node of a job must route alike: the settings here travel in the
-// peers' hello and a node with other ones is refused (cluster/bootstrap.cpp).
+// peers' hello and a node with other ones is refused (formation/bootstrap.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The frames waiting for a stream's one writer coroutine, and that writer's
 // pause. The daemon's two streams write this way: a client session (local/
 // session.cpp: Unix socket with fd passing, or the shared-memory reply ring)
-// and a peer daemon's control connection (cluster/peer_link.cpp); how a frame
+// and a peer daemon's control connection (formation/peer_link.cpp); how a frame
 // is written, and when the writer stops, stays with each.
 //
 //   while (!closed) {

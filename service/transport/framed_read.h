@@ -1,7 +1,7 @@
 // Reading one frame (wire::kFrameHeaderBytes of length, then the body) from a
 // byte stream. The two streams of the daemon read frames this way: a client
 // session's Unix socket (local/session.cpp) and a peer daemon's control
-// connection, plain or TLS (cluster/peer_link.cpp); what each does with a
+// connection, plain or TLS (formation/peer_link.cpp); what each does with a
 // frame, a bad length or a closed stream stays with it.
 #pragma once
 

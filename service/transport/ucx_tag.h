@@ -13,7 +13,7 @@
 // flight together, so the aliasing is harmless; a job of size 1 folds nothing.
 //
 // A keyed job's ring XORs every UCX tag with a 64-bit tag key that only the
-// job's nodes can compute (data_plane_tag_key in cluster/peer_auth.h, from
+// job's nodes can compute (data_plane_tag_key in formation/peer_auth.h, from
 // the job's key and this ring's roster). UCX accepts a message from any
 // endpoint that reaches the worker, but a receive matches only the exact tag:
 // a message from outside the ring that does not carry the key sits unmatched

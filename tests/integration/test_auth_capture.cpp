@@ -1,7 +1,7 @@
 // What someone on the path between two real daemons sees of a keyed job's
 // control plane: node 1 reaches node 0 through a relay that keeps a copy of
 // every byte, the ring forms and runs through it, and the key is nowhere in
-// the copy (the handshake is challenge-response: cluster/peer_auth.h).
+// the copy (the handshake is challenge-response: formation/peer_auth.h).
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -431,7 +431,7 @@ void check_killed_mid_path(int victim, const std::string& tag, const std::string
 
 TEST_CASE("cluster: a daemon killed mid ring allreduce, its gather still running beside the ring: peer lost") {
   // 4 MiB on 3 nodes takes the ring, which starts while the work pool still
-  // gathers (cluster/gather_gate.h); a loss then must end every wait, after
+  // gathers (execution/gather_gate.h); a loss then must end every wait, after
   // the pool is done with the buffer, and the job must work again.
   check_killed_mid_path(2, "killed-ring", "1048576", "ringsync_data_plane_operations_total{algorithm=\"ring\"}",
                         {"collectives", "1", "1048577"});

@@ -48,10 +48,10 @@ TEST_CASE("cluster config: alone by default, with Horovod-like defaults") {
   CHECK(d->cluster.heartbeat_interval == 500ms);
   CHECK(d->cluster.cycle_time == 1ms);
   CHECK(d->cluster.fusion_threshold_bytes == 128ull << 20);
-  CHECK(d->cluster.inline_bytes == 256 * 1024);
+  CHECK(d->cluster.ring.inline_bytes == 256 * 1024);
   // Every allreduce the control plane carries by default keeps the loop polling.
-  CHECK(ringsync::service::route::kBusyPollBytes >= d->cluster.inline_bytes);
-  CHECK(d->cluster.response_cache_capacity == 1024);
+  CHECK(ringsync::service::route::kBusyPollBytes >= d->cluster.ring.inline_bytes);
+  CHECK(d->cluster.ring.response_cache == 1024);
   CHECK(d->cluster.ucx_transports.empty());  // UCX chooses: verbs where the fabric has them
 }
 

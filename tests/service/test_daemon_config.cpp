@@ -167,13 +167,13 @@ TEST_CASE("--link-rate: unset by default, bits per second or a size per second, 
   CHECK(error_of({"--link-rate=0Gbit"}) == "link-rate: must be above 0 (--link-rate from flag)");
   auto ring = load({"--algorithm=ring"});
   REQUIRE(ring.ok());
-  CHECK(ring->cluster.data_routes == route::DataRoutes{});
+  CHECK(ring->cluster.ring.routes == route::DataRoutes{});
   auto automatic = load({"--rhd-max-bytes=2MiB", "--direct-max-bytes=256KiB"});
   REQUIRE(automatic.ok());
-  CHECK(automatic->cluster.data_routes == route::DataRoutes{256 * 1024, 2 * 1024 * 1024, /*fold=*/false});
+  CHECK(automatic->cluster.ring.routes == route::DataRoutes{256 * 1024, 2 * 1024 * 1024, /*fold=*/false});
   auto direct = load({"--algorithm=direct"});
   REQUIRE(direct.ok());
-  CHECK(direct->cluster.data_routes == route::DataRoutes{route::kAlways, 0});
+  CHECK(direct->cluster.ring.routes == route::DataRoutes{route::kAlways, 0});
   CHECK(error_of({"--algorithm=tree"}) ==
         "algorithm must be auto, ring, rhd or direct, got 'tree' (--algorithm from flag)");
   auto served = load({"--serve-rendezvous=10.0.0.1:2379"});
@@ -185,13 +185,13 @@ TEST_CASE("integrity: --verify-results is off unless set to sample or all") {
   using ringsync::service::integrity::VerifyResults;
   auto plain = load({});
   REQUIRE(plain.ok());
-  CHECK(plain->cluster.verify_results == VerifyResults::kOff);
+  CHECK(plain->cluster.ring.verify_results == VerifyResults::kOff);
   auto sample = load({"--verify-results=sample"});
   REQUIRE(sample.ok());
-  CHECK(sample->cluster.verify_results == VerifyResults::kSample);
+  CHECK(sample->cluster.ring.verify_results == VerifyResults::kSample);
   auto all = load({}, {{"RINGSYNC_VERIFY_RESULTS", "all"}});
   REQUIRE(all.ok());
-  CHECK(all->cluster.verify_results == VerifyResults::kAll);
+  CHECK(all->cluster.ring.verify_results == VerifyResults::kAll);
   CHECK(error_of({"--verify-results=some"}) ==
         "verify-results must be off, sample or all, got 'some' (--verify-results from flag)");
 }

@@ -15,7 +15,7 @@
 
 #include "common/metrics.h"
 #include "service/borrowed_transport.h"
-#include "service/cluster/control_listener.h"
+#include "service/formation/control_listener.h"
 #include "service/cluster/job_ring.h"
 #include "service/device/staging.h"
 #include "service/host_device_backend.h"
@@ -25,6 +25,9 @@
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::cluster;
+using namespace ringsync::service::formation;
+using namespace ringsync::service::execution;
+using namespace ringsync::service::negotiation;
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
@@ -60,9 +63,9 @@ ClusterConfig settings() {
   c.peer_timeout = 500ms;
   c.cycle_time = 0ms;
   c.fusion_threshold_bytes = 128 << 20;
-  c.inline_bytes = 32 * 1024;
-  c.response_cache_capacity = 64;
-  c.ring_chunk_bytes = 64 * 1024;
+  c.ring.inline_bytes = 32 * 1024;
+  c.ring.response_cache = 64;
+  c.ring.chunk_bytes = 64 * 1024;
   c.ring_window = 4;
   c.rendezvous_timeout = 1s;
   c.rendezvous_lease = 2s;
@@ -99,8 +102,19 @@ struct Node {
   bool finished = false;
 };
 
+// Answers every rank of a collective, as the daemon does (without metrics).
+struct RankAnswers final : Answers {
+  void fail(local::PendingCollective& p, const Status& s, observe::ErrorKind) override {
+    for (auto& sub : p.submissions) sub.complete(s);
+  }
+  void succeed(local::PendingCollective& p, Clock::time_point, std::size_t) override {
+    for (auto& sub : p.submissions) sub.complete(Status::Ok());
+  }
+};
+
 struct Job {
   asio::io_context io;
+  RankAnswers answers;
   ClusterConfig config = settings();
   metrics::Registry registry;
   observe::DaemonMetrics metrics{registry};
@@ -126,16 +140,10 @@ struct Job {
       spec.node_rank = static_cast<std::uint32_t>(i);
       spec.nodes = list;
       JobRing::Hooks hooks;
-      hooks.fail = [](local::PendingCollective& p, const Status& s, std::string_view) {
-        for (auto& sub : p.submissions) sub.complete(s);
-      };
-      hooks.succeed = [](local::PendingCollective& p, Clock::time_point, std::size_t) {
-        for (auto& sub : p.submissions) sub.complete(Status::Ok());
-      };
       hooks.ring_lost = [this, i](const Status& why) { nodes[i].losses.push_back(why); };
       hooks.finished = [this, i] { nodes[i].finished = true; };
       nodes[i].ring = std::make_unique<JobRing>(io, spec, config, nodes[i].listener.get(), pool, metrics, nullptr,
-                                                std::move(hooks),
+                                                answers, std::move(hooks),
                                                 std::make_unique<FabricPlane>(fabric, i, i == drop_node ? 1 : 0));
       REQUIRE(nodes[i].ring->start().ok());
     }
@@ -226,7 +234,7 @@ TEST_CASE("job ring: the UCX data plane takes the settings' transports, and tcp 
   c.ucx_net_devices = "lo";
   for (std::uint64_t chunk : {std::uint64_t{4096}, std::uint64_t{512} * 1024, std::uint64_t{3} * 1024 * 1024}) {
     CAPTURE(chunk);
-    c.ring_chunk_bytes = chunk;
+    c.ring.chunk_bytes = chunk;
     const auto plane = UcxDataPlane::for_daemon(c);  // what JobRing makes without a test's data plane
     const auto& options = plane->options();
     CHECK(options.transports == "tcp,self");

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "service/collective/node_operation.h"
-#include "service/cluster/staged_allreduce.h"
+#include "service/execution/staged_allreduce.h"
 #include "service/device/staging.h"
 #include "service/host_device_backend.h"
 #include "service/ring/alltoall.h"
@@ -225,7 +225,7 @@ TEST_CASE("staged allreduce, pipelined: the ring copies the node's reduction in 
         options.chunk_bytes = 64 * 1024;
         ring::testing::spawn(static_cast<int>(nodes), [&](int r) {
           device::DeviceStaging& staging = *c.node[static_cast<std::size_t>(r)].staging;
-          cluster::StagedAllreduce task(fabric.endpoint(r), staging.copier(), staging.staged_buffers(), count,
+          execution::StagedAllreduce task(fabric.endpoint(r), staging.copier(), staging.staged_buffers(), count,
                                         DType::kI32, op, nodes * local, options, 192 * 1024);
           states[static_cast<std::size_t>(r)] =
               task.post().ok() ? ring::testing::drive_one(fabric.endpoint(r), task) : ring::TaskState::kError;

@@ -5,11 +5,11 @@
 #include <deque>
 #include <set>
 
-#include "service/cluster/peer_auth.h"
+#include "service/formation/peer_auth.h"
 #include "service/transport/ucx_tag.h"
 #include "tests/service/ucx_test_job.h"
 
-using ringsync::service::cluster::data_plane_tag_key;
+using ringsync::service::formation::data_plane_tag_key;
 using ringsync::service::transport::make_tag;
 using ringsync::service::transport::UcxTagCodec;
 using namespace ringsync::test;
