@@ -3,7 +3,7 @@
 // to the one engine underneath (one CUDA stream: copies never run out of the order
 // they were asked for). A StagingPipeline assumes it is alone on its copier; the
 // ring's staging runs one pipeline per segment and direction, in the order the ring
-// needs them (cluster/ring_staging.h), over lanes of one engine.
+// needs them (execution/ring_staging.h), over lanes of one engine.
 //
 // The engine's wakeup is the lanes' owner's business (set it on the engine); a
 // lane's set_wakeup() does nothing. All calls on one thread, as for the pipelines.
