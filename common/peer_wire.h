@@ -71,6 +71,7 @@ struct ReadyTensor {
   ReduceOp op = ReduceOp::kSum;
   std::uint64_t count = 0;
   std::uint32_t root = 0;
+  bool operator==(const ReadyTensor&) const = default;
 };
 
 // A node's local reduction of one small ready allreduce (schemas/peer.fbs).

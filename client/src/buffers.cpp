@@ -2,14 +2,9 @@
 
 #include <sstream>
 
+#include "client/src/address_text.h"
+
 namespace ringsync::client {
-namespace {
-std::string address(std::uintptr_t p) {
-  std::ostringstream s;
-  s << "0x" << std::hex << p;
-  return s.str();
-}
-}  // namespace
 
 void* SharedBuffers::add(std::uint32_t buffer_id, shm::Region region, std::size_t bytes) {
   void* base = region.data();
@@ -37,9 +32,9 @@ Result<std::optional<wire::BufferRef>> SharedBuffers::find(const void* ptr,
   if (it == ranges_.by_base.end()) return std::optional<wire::BufferRef>();
   const std::size_t offset = p - it->first;
   if (bytes > it->second.bytes - offset)
-    return Status::InvalidArgument(std::to_string(bytes) + " bytes at " + address(p) +
+    return Status::InvalidArgument(std::to_string(bytes) + " bytes at " + address_text(p) +
                                    " run past the end of the shared buffer at " +
-                                   address(it->first) + " (" + std::to_string(it->second.bytes) +
+                                   address_text(it->first) + " (" + std::to_string(it->second.bytes) +
                                    " bytes); keep every tensor inside one buffer from rs_alloc()");
   return std::optional<wire::BufferRef>(wire::BufferRef{it->second.buffer_id, offset});
 }
@@ -62,15 +57,15 @@ Result<std::uint32_t> SharedBuffers::remove(void* ptr) {
     std::lock_guard lock(mu_);
     auto it = locate(p);
     if (it == ranges_.by_base.end())
-      return Status::InvalidArgument(address(p) +
+      return Status::InvalidArgument(address_text(p) +
                                      " is not a buffer from rs_alloc() on this context (or was "
                                      "freed already)");
     if (it->first != p)
-      return Status::InvalidArgument(address(p) + " points inside the shared buffer at " +
-                                     address(it->first) + "; pass the pointer rs_alloc() returned");
+      return Status::InvalidArgument(address_text(p) + " points inside the shared buffer at " +
+                                     address_text(it->first) + "; pass the pointer rs_alloc() returned");
     if (it->second.pending > 0)
       return Status::InvalidArgument(
-          "the shared buffer at " + address(p) + " is used by " +
+          "the shared buffer at " + address_text(p) + " is used by " +
           std::to_string(it->second.pending) +
           " pending request(s); wait for them (rs_wait) before freeing it");
     auto node = ranges_.by_base.extract(it);

@@ -11,7 +11,7 @@
 namespace ringsync::client {
 namespace {
 
-std::string address(const void* p) {
+std::string pointer_text(const void* p) {
   std::ostringstream s;
   s << p;
   return s.str();
@@ -27,9 +27,9 @@ Status check_inside(const DeviceAllocation& a, const void* ptr, std::size_t byte
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   if (p < a.base || p - a.base > a.bytes || bytes > a.bytes - (p - a.base))
     return Status::InvalidArgument(what + ": " + std::to_string(bytes) + " bytes at " +
-                                   address(ptr) + " run past the end of their GPU allocation (" +
+                                   pointer_text(ptr) + " run past the end of their GPU allocation (" +
                                    std::to_string(a.bytes) + " bytes at " +
-                                   address(reinterpret_cast<const void*>(a.base)) + ")");
+                                   pointer_text(reinterpret_cast<const void*>(a.base)) + ")");
   return Status::Ok();
 }
 
@@ -187,7 +187,7 @@ Status Context::register_device(const void* ptr, std::size_t bytes) {
   if (!found.ok()) return found.status();
   if (!found->has_value())
     return Status::InvalidArgument(
-        "rs_register_device: " + address(ptr) +
+        "rs_register_device: " + pointer_text(ptr) +
         " is not GPU memory as this process's CUDA driver sees it (host or managed memory, or "
         "no CUDA driver loaded); host memory needs no registration");
   RINGSYNC_RETURN_IF_ERROR(check_inside(**found, ptr, bytes, "rs_register_device"));

@@ -3,14 +3,10 @@
 #include <sstream>
 #include <string>
 
+#include "client/src/address_text.h"
+
 namespace ringsync::client {
 namespace {
-
-std::string address(std::uintptr_t p) {
-  std::ostringstream s;
-  s << "0x" << std::hex << p;
-  return s.str();
-}
 
 bool same(const DeviceAllocation& a, const DeviceAllocation& b) {
   return a.base == b.base && a.bytes == b.bytes && a.device == b.device &&
@@ -71,10 +67,10 @@ Result<std::uint32_t> DeviceRegistry::remove(const void* ptr) {
   auto it = ranges_.by_base.upper_bound(p);
   if (it != ranges_.by_base.begin()) --it;
   if (it == ranges_.by_base.end() || p < it->first || p - it->first >= it->second.allocation.bytes)
-    return Status::InvalidArgument(address(p) +
+    return Status::InvalidArgument(address_text(p) +
                                    " is not in a GPU allocation registered on this context");
   if (it->second.pending > 0)
-    return Status::InvalidArgument("the GPU allocation at " + address(it->first) + " is used by " +
+    return Status::InvalidArgument("the GPU allocation at " + address_text(it->first) + " is used by " +
                                    std::to_string(it->second.pending) +
                                    " pending request(s); wait for them (rs_wait) first");
   const std::uint32_t id = it->second.id;

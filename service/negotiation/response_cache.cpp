@@ -6,22 +6,13 @@
 
 namespace ringsync::service::negotiation {
 
-namespace {
-
-bool same(const peer_wire::ReadyTensor& a, const peer_wire::ReadyTensor& b) {
-  return a.name == b.name && a.kind == b.kind && a.dtype == b.dtype && a.op == b.op &&
-         a.count == b.count && a.root == b.root;
-}
-
-}  // namespace
-
 ResponseCache::ResponseCache(std::size_t capacity) : slots_(capacity) {
   for (std::size_t i = capacity; i-- > 0;) free_.push_back(static_cast<std::uint32_t>(i));
 }
 
 std::optional<std::uint32_t> ResponseCache::lookup(const peer_wire::ReadyTensor& tensor) const {
   auto it = by_name_.find(tensor.name);
-  if (it == by_name_.end() || !same(*slots_[it->second].tensor, tensor)) return std::nullopt;
+  if (it == by_name_.end() || !(*slots_[it->second].tensor == tensor)) return std::nullopt;
   return it->second;
 }
 

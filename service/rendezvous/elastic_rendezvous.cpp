@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "service/rendezvous/lease_keeper.h"
+#include "service/rendezvous/polling.h"
 #include "service/rendezvous/token_proof.h"
 
 namespace ringsync::service::rendezvous {
@@ -17,22 +18,6 @@ namespace ringsync::service::rendezvous {
 namespace asio = boost::asio;
 using nlohmann::json;
 
-namespace {
-
-constexpr auto kPollInterval = std::chrono::milliseconds(100);
-
-asio::awaitable<void> pause(std::chrono::milliseconds d) {
-  asio::steady_timer timer(co_await asio::this_coro::executor, d);
-  boost::system::error_code ec;
-  co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-}
-
-std::string address_of(const Entry& e) {
-  json j = json::parse(e.value, nullptr, false);
-  return j.is_object() ? j.value("address", "") : "";
-}
-
-}  // namespace
 
 ElasticRendezvous::ElasticRendezvous(asio::io_context& io, std::unique_ptr<Store> store, ElasticJob job,
                                      std::chrono::seconds lease)

@@ -13,7 +13,7 @@ namespace ringsync::service::transport {
 
 namespace {
 
-constexpr std::uint8_t kFormat = 1;
+constexpr std::uint8_t kLocalityFormat = 1;
 
 // The transport names and aliases of UCX (1.13) that mean shared memory.
 constexpr std::array<std::string_view, 8> kSharedMemory = {"sm", "shm", "mm", "posix", "sysv", "cma", "knem", "xpmem"};
@@ -81,14 +81,14 @@ Locality Locality::here() {
 }
 
 std::vector<std::uint8_t> Locality::encode() const {
-  return Packer().u8(kFormat).text(boot_id).text(hostname).u64(net).u64(ipc).u64(shm).u64(pid).u64(user).take();
+  return Packer().u8(kLocalityFormat).text(boot_id).text(hostname).u64(net).u64(ipc).u64(shm).u64(pid).u64(user).take();
 }
 
 Result<Locality> Locality::decode(std::span<const std::uint8_t> bytes) {
   Unpacker in(bytes);
   Locality l;
   std::uint8_t format = 0;
-  if (!in.u8(format) || format != kFormat)
+  if (!in.u8(format) || format != kLocalityFormat)
     return Status::ProtocolError("a peer's locality record has an unknown format (same ringsync version everywhere?)");
   if (!in.text(l.boot_id) || !in.text(l.hostname) || !in.u64(l.net) || !in.u64(l.ipc) || !in.u64(l.shm) ||
       !in.u64(l.pid) || !in.u64(l.user) || !in.at_end())

@@ -5,12 +5,12 @@
 namespace ringsync::service::transport {
 
 namespace {
-constexpr std::uint8_t kFormat = 1;
+constexpr std::uint8_t kOfferFormat = 1;
 }  // namespace
 
 std::vector<std::uint8_t> UcxOffer::encode() const {
   return Packer()
-      .u8(kFormat)
+      .u8(kOfferFormat)
       .bytes(where.encode())
       .bytes(worker)
       .bytes(network_worker)
@@ -24,7 +24,7 @@ Result<UcxOffer> UcxOffer::decode(std::span<const std::uint8_t> bytes) {
   std::uint8_t format = 0;
   std::uint8_t shared = 0;
   std::vector<std::uint8_t> where;
-  if (!in.u8(format) || format != kFormat)
+  if (!in.u8(format) || format != kOfferFormat)
     return Status::ProtocolError("a peer's data-plane address has an unknown format (same ringsync version everywhere?)");
   if (!in.bytes(where) || !in.bytes(offer.worker) || !in.bytes(offer.network_worker) || !in.u8(shared) ||
       shared > 1 || !in.at_end() || offer.worker.empty())
