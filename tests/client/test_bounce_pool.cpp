@@ -2,6 +2,8 @@
 
 #include "client/src/bounce_pool.h"
 
+namespace test_client_bounce_pool {
+
 using ringsync::client::BounceBuffer;
 using ringsync::client::BouncePool;
 
@@ -58,3 +60,5 @@ TEST_CASE("past the idle byte cap only classes without an idle buffer keep one")
   CHECK(pool.idle_count() == 0);
   CHECK(pool.idle_bytes() == 0);
 }
+
+}  // namespace test_client_bounce_pool

@@ -4,6 +4,8 @@
 
 #include "client/src/buffers.h"
 
+namespace test_client_buffers {
+
 using ringsync::StatusCode;
 using ringsync::client::SharedBuffers;
 
@@ -77,3 +79,5 @@ TEST_CASE("a buffer is removed only by its base pointer and only when no request
   REQUIRE_FALSE(again.ok());
   CHECK(contains(again.status().message(), "is not a buffer from rs_alloc()"));
 }
+
+}  // namespace test_client_buffers

@@ -10,6 +10,8 @@
 #include "fake_daemon.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_c_api {
+
 using ringsync::testing::FakeDaemon;
 namespace wire = ringsync::wire;
 
@@ -135,3 +137,5 @@ TEST_CASE("rs_last_error is per thread") {
   CHECK(other.empty());
   CHECK(contains(rs_last_error(), "rs_wait: request is NULL"));
 }
+
+}  // namespace test_client_c_api

@@ -8,6 +8,8 @@
 #include "client/src/collective_call.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_collective_call {
+
 using ringsync::StatusCode;
 using ringsync::client::CollectiveCall;
 using ringsync::client::validate;
@@ -135,3 +137,5 @@ TEST_CASE("alltoall refuses overlapping buffers: it has no in-place form") {
   a.recv = data.data() + 8;
   CHECK(validate(a, 0, 4).ok());
 }
+
+}  // namespace test_client_collective_call

@@ -12,6 +12,8 @@
 #include "fake_daemon.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_collectives {
+
 using ringsync::Status;
 using ringsync::testing::FakeDaemon;
 namespace wire = ringsync::wire;
@@ -281,3 +283,5 @@ TEST_CASE("a daemon that asks for no heartbeats gets none, however long a thread
   c.daemon.complete(submitted.request_id);
   CHECK(rs_wait(req) == RS_SUCCESS);
 }
+
+}  // namespace test_client_collectives

@@ -12,6 +12,8 @@
 #include "fake_daemon.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_connect {
+
 using ringsync::Status;
 using ringsync::testing::FakeDaemon;
 using ringsync::testing::temp_socket_path;
@@ -210,3 +212,5 @@ TEST_CASE("a daemon of another protocol version is refused") {
   CHECK(rs_connect(&c, &ctx) == RS_PROTOCOL_ERROR);
   CHECK(contains(rs_last_error(), "speaks protocol version"));
 }
+
+}  // namespace test_client_connect

@@ -15,6 +15,8 @@
 #include "common/shm.h"
 #include "fake_daemon.h"
 
+namespace test_client_connection {
+
 using namespace std::chrono_literals;
 using ringsync::Status;
 using ringsync::StatusCode;
@@ -133,3 +135,5 @@ TEST_CASE("an oversized frame header is a protocol error") {
   REQUIRE_FALSE(m.ok());
   CHECK(m.status().code() == StatusCode::kProtocolError);
 }
+
+}  // namespace test_client_connection

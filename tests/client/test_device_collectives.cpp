@@ -16,6 +16,8 @@
 #include "fake_daemon.h"
 #include "fake_device_memory.h"
 
+namespace test_client_device_collectives {
+
 using ringsync::Status;
 using ringsync::StatusCode;
 using ringsync::client::CollectiveCall;
@@ -262,3 +264,5 @@ TEST_CASE("an answer to a registration never sent closes the connection at the c
   CHECK(next.status().message().find("registration") != std::string::npos);
   CHECK(c.daemon.client_gone(std::chrono::seconds(10)));
 }
+
+}  // namespace test_client_device_collectives

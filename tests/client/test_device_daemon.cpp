@@ -22,6 +22,8 @@
 #include "real_daemon.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_device_daemon {
+
 using ringsync::Child;
 using ringsync::Status;
 using ringsync::StatusCode;
@@ -93,3 +95,5 @@ TEST_CASE("without a CUDA driver in the process every pointer is host memory") {
   CHECK(rs_register_device(nullptr, data.data(), 16) == RS_INVALID_ARGUMENT);
   rs_disconnect(ctx);
 }
+
+}  // namespace test_client_device_daemon

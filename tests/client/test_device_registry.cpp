@@ -7,6 +7,8 @@
 
 #include "client/src/device_registry.h"
 
+namespace test_client_device_registry {
+
 using ringsync::StatusCode;
 using ringsync::client::DeviceAllocation;
 using ringsync::client::DeviceRegistry;
@@ -83,3 +85,5 @@ TEST_CASE("a connection holds a bounded number of registrations") {
   CHECK(full.code() == StatusCode::kInvalidArgument);
   CHECK(full.message().find("rs_unregister_device") != std::string::npos);
 }
+
+}  // namespace test_client_device_registry

@@ -9,6 +9,8 @@
 
 #include "client/src/env.h"
 
+namespace test_client_env {
+
 using ringsync::StatusCode;
 using ringsync::client::default_socket_path;
 using ringsync::client::Environment;
@@ -302,3 +304,5 @@ TEST_CASE("a launcher that numbers ranks otherwise than node by node is refused 
   CHECK(contains(error_of(nullptr, {{"RANK", "x"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_WORLD_SIZE", "2"}}),
                  "RANK='x'"));
 }
+
+}  // namespace test_client_env

@@ -12,6 +12,8 @@
 #include "ringsync/ringsync.h"
 #include "ringsync/ringsync.hpp"
 
+namespace test_client_kept_state {
+
 using ringsync::testing::RealDaemon;
 
 namespace {
@@ -116,3 +118,5 @@ TEST_CASE("kept state through the C++ wrapper: keep_state copies, fetch_state re
   CHECK_THROWS_AS(again.keep_state("", std::as_bytes(std::span(text.data(), text.size()))), ringsync::Error);
   CHECK(again.nodes_waiting() == 0);  // a job of this node alone: never anyone waiting
 }
+
+}  // namespace test_client_kept_state

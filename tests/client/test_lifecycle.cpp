@@ -9,6 +9,8 @@
 #include "fake_daemon.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_lifecycle {
+
 using ringsync::Status;
 using ringsync::testing::FakeDaemon;
 namespace wire = ringsync::wire;
@@ -135,3 +137,5 @@ TEST_CASE("a granted buffer without its memory is a protocol error") {
   answer.join();
   rs_disconnect(ctx);
 }
+
+}  // namespace test_client_lifecycle

@@ -7,6 +7,8 @@
 #include "client/src/placement.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_placement {
+
 using ringsync::Result;
 using ringsync::Status;
 using ringsync::client::CollectiveCall;
@@ -241,3 +243,5 @@ TEST_CASE("alltoall from and to plain memory: input and output apart in one boun
   CHECK(q.bounce_bytes == 0);
   CHECK_FALSE(q.bounced());
 }
+
+}  // namespace test_client_placement

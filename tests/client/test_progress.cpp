@@ -12,6 +12,8 @@
 #include "fake_daemon.h"
 #include "ringsync/ringsync.h"
 
+namespace test_client_progress {
+
 using ringsync::testing::FakeDaemon;
 namespace wire = ringsync::wire;
 using namespace std::chrono_literals;
@@ -131,3 +133,5 @@ TEST_CASE("a thread waiting for a small collective polls the whole window, for a
   CHECK(Progress::poll_window(microseconds(0), true) == microseconds(0));
   CHECK(Progress::poll_window(microseconds(0), false) == microseconds(0));
 }
+
+}  // namespace test_client_progress

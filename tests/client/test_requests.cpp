@@ -5,6 +5,8 @@
 
 #include "client/src/requests.h"
 
+namespace test_client_requests {
+
 using namespace std::chrono_literals;
 using ringsync::Status;
 using ringsync::StatusCode;
@@ -52,3 +54,5 @@ TEST_CASE("failed and abandoned requests finish without delivery") {
   CHECK_FALSE(delivered);
   CHECK(abandoned.test()->ok());
 }
+
+}  // namespace test_client_requests

@@ -12,6 +12,8 @@
 #include "fake_daemon.h"
 #include "ringsync/ringsync.hpp"
 
+namespace test_client_wrapper {
+
 using ringsync::Status;
 using ringsync::testing::FakeDaemon;
 namespace wire = ringsync::wire;
@@ -146,3 +148,5 @@ TEST_CASE("shared buffers keep the connection open after the Context is gone") {
   CHECK(daemon.expect<wire::FreeBuffer>().buffer_id != 0);
   CHECK(daemon.client_gone(std::chrono::seconds(5)));
 }
+
+}  // namespace test_client_wrapper

@@ -5,6 +5,8 @@
 
 #include "common/collective_kind.h"
 
+namespace test_common_collective_kind {
+
 using namespace ringsync::wire;
 
 TEST_CASE("collective kinds: names, and a row for every kind the wire carries") {
@@ -71,3 +73,5 @@ TEST_CASE("collective kinds: nccl-tests' bus-bandwidth factors") {
   CHECK(traits(CollectiveKind::kAllreduce).bus_factor(1) == doctest::Approx(1.0));
   CHECK(traits(CollectiveKind::kAlltoall).bus_factor(1) == doctest::Approx(1.0));
 }
+
+}  // namespace test_common_collective_kind

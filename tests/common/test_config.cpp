@@ -11,6 +11,8 @@
 
 #include "common/config.h"
 
+namespace test_common_config {
+
 using namespace std::chrono_literals;
 using ringsync::Result;
 using ringsync::StatusCode;
@@ -397,3 +399,5 @@ TEST_CASE("reading a tunable as the wrong kind is a programming error that abort
     CHECK(WTERMSIG(status) == SIGABRT);
   }
 }
+
+}  // namespace test_common_config

@@ -2,6 +2,8 @@
 
 #include "common/cpu_list.h"
 
+namespace test_common_cpu_list {
+
 using ringsync::format_cpu_list;
 using ringsync::parse_cpu_list;
 using ringsync::StatusCode;
@@ -49,3 +51,5 @@ TEST_CASE("CPU lists: formatting collapses runs and reads back the same") {
   for (const char* text : {"0", "0-1", "0,2-7,9", "1-2,4-5,1000-1023"})
     CHECK(format_cpu_list(parse_cpu_list(text).value()) == text);
 }
+
+}  // namespace test_common_cpu_list

@@ -8,6 +8,8 @@
 
 #include "common/crc32c.h"
 
+namespace test_common_crc32c {
+
 using ringsync::crc32c;
 using ringsync::crc32c_portable;
 
@@ -88,3 +90,5 @@ TEST_CASE("integrity: crc32c_striped is the CRC of its stripes' CRCs, and sees a
     }
   }
 }
+
+}  // namespace test_common_crc32c

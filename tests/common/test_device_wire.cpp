@@ -9,6 +9,8 @@
 #include "common/wire.h"
 #include "ringsync/wire/client_generated.h"
 
+namespace test_common_device_wire {
+
 using namespace ringsync;
 using namespace ringsync::wire;
 namespace fb = ringsync::wire::client;
@@ -126,3 +128,5 @@ TEST_CASE("mutated registration frames decode safely or not at all") {
     if (auto* back = std::get_if<RegisterDevice>(&*m)) CHECK(back->ipc_handle.size() == 64);
   }
 }
+
+}  // namespace test_common_device_wire

@@ -2,6 +2,8 @@
 
 #include "common/hostfile.h"
 
+namespace test_common_hostfile {
+
 using namespace ringsync;
 
 TEST_CASE("hostfile lines: host, port, slots, comments, IPv6") {
@@ -49,3 +51,5 @@ TEST_CASE("-H host lists") {
   CHECK_FALSE(parse_host_list("a:0").ok());
   CHECK_FALSE(parse_host_list(":3").ok());
 }
+
+}  // namespace test_common_hostfile

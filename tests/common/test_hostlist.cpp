@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+namespace test_common_hostlist {
+
 using ringsync::expand_hostlist;
 using Hosts = std::vector<std::string>;
 
@@ -49,3 +51,5 @@ TEST_CASE("hostlist: malformed lists are refused, naming what is wrong") {
   CHECK(refusal("a[0-999]b[0-999]").find("more than 65536 hosts") != std::string::npos);
   CHECK(refusal("n[1-3").find("host list 'n[1-3'") == 0);
 }
+
+}  // namespace test_common_hostlist

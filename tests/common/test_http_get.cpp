@@ -13,6 +13,8 @@
 
 #include "common/http_get.h"
 
+namespace test_common_http_get {
+
 namespace {
 
 // Accepts one connection on 127.0.0.1, reads the request, writes `response`, closes.
@@ -73,3 +75,5 @@ TEST_CASE("http_get reads a plain body and joins a chunked one") {
     CHECK(r.status().message().find("chunk") != std::string::npos);
   }
 }
+
+}  // namespace test_common_http_get

@@ -12,6 +12,8 @@
 
 #include "common/log.h"
 
+namespace test_common_log {
+
 using ringsync::StatusCode;
 namespace rslog = ringsync::log;
 using rslog::Level;
@@ -273,3 +275,5 @@ TEST_CASE("records from many threads never interleave") {
   }
   CHECK(seen.size() == static_cast<std::size_t>(kThreads * kLines));
 }
+
+}  // namespace test_common_log

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_common_metrics {
+
 namespace m = ringsync::metrics;
 
 namespace {
@@ -349,3 +351,5 @@ TEST_CASE("erase_where deletes every series with a label value, and only those")
   c.with({"a", "x"}).inc();
   CHECK(reg.render().find("ringsync_things_total{job_id=\"a\",op=\"x\"} 1") != std::string::npos);
 }
+
+}  // namespace test_common_metrics

@@ -11,6 +11,8 @@
 
 #include "common/metrics.h"
 
+namespace test_common_metrics_text {
+
 namespace m = ringsync::metrics;
 
 namespace {
@@ -187,3 +189,5 @@ TEST_CASE("an empty text has no samples; a long bad line is cut in the message")
   CHECK(message.size() < 300);
   CHECK(message.find("...") != std::string::npos);
 }
+
+}  // namespace test_common_metrics_text

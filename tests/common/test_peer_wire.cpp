@@ -7,6 +7,8 @@
 #include "common/peer_wire.h"
 #include "ringsync/wire/peer_generated.h"
 
+namespace test_common_peer_wire {
+
 using namespace ringsync;
 using namespace ringsync::peer_wire;
 
@@ -203,3 +205,5 @@ TEST_CASE("bad peer frames are refused with a reason") {
     CHECK(decode(finished(b)).status().message() == "peer hello without a job id");
   }
 }
+
+}  // namespace test_common_peer_wire

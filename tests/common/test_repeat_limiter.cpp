@@ -4,6 +4,8 @@
 
 #include "common/repeat_limiter.h"
 
+namespace test_common_repeat_limiter {
+
 using ringsync::RepeatLimiter;
 using namespace std::chrono_literals;
 
@@ -35,3 +37,5 @@ TEST_CASE("repeat limiter: a flood of distinct sources costs bounded memory") {
   CHECK_FALSE(limiter.admit("10.0.0.99", t0 + 100s).log);
   CHECK(limiter.admit("10.0.0.0", t0 + 100s).log);
 }
+
+}  // namespace test_common_repeat_limiter

@@ -8,6 +8,8 @@
 
 #include "common/shm.h"
 
+namespace test_common_shm {
+
 using namespace ringsync;
 
 TEST_CASE("a region is shared through its fd, and its size is sealed") {
@@ -46,3 +48,5 @@ TEST_CASE("bounds checks and bad arguments") {
   CHECK(shm::Region::map(-1, 10).status().code() == StatusCode::kInvalidArgument);
   CHECK(shm::Region::create(64, std::string(400, 'n')).ok());  // long names are cut, not refused
 }
+
+}  // namespace test_common_shm

@@ -6,6 +6,8 @@
 #include "common/shm_channel.h"
 #include "common/wire.h"
 
+namespace test_common_shm_ring {
+
 using namespace ringsync;
 using shm::ShmRing;
 
@@ -148,3 +150,5 @@ TEST_CASE("positions and lengths a peer scribbled are errors, never reads out of
     CHECK(r.producer.push(frame_of_size(10, 1)) == ShmRing::Push::kCorrupt);
   }
 }
+
+}  // namespace test_common_shm_ring

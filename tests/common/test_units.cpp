@@ -2,6 +2,8 @@
 
 #include "common/units.h"
 
+namespace test_common_units {
+
 using namespace std::chrono_literals;
 using ringsync::units::Address;
 using ringsync::units::format_bytes;
@@ -167,3 +169,5 @@ TEST_CASE("formatting picks the largest exact unit") {
     CHECK(parse_duration(format_duration(d)).value() == d);
   }
 }
+
+}  // namespace test_common_units

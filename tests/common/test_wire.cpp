@@ -8,6 +8,8 @@
 #include "common/wire.h"
 #include "ringsync/wire/client_generated.h"
 
+namespace test_common_wire {
+
 using namespace ringsync;
 using namespace ringsync::wire;
 
@@ -196,3 +198,5 @@ TEST_CASE("structurally valid frames with bad content are refused") {
     CHECK(decode(finished(b)).status().message() == "unknown status code 200");
   }
 }
+
+}  // namespace test_common_wire

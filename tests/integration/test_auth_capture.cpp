@@ -11,6 +11,8 @@
 #include "cluster_fixture.h"
 #include "tcp_relay.h"
 
+namespace test_integration_auth_capture {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -55,3 +57,5 @@ TEST_CASE("auth: a capture of two real daemons' bootstrap and job holds no byte 
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+}  // namespace test_integration_auth_capture

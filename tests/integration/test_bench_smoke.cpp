@@ -12,6 +12,8 @@
 
 #include "daemon_fixture.h"
 
+namespace test_integration_bench_smoke {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -193,3 +195,5 @@ TEST_CASE("ringsync-bench refuses bad flags, and a root outside the job, with wh
   CHECK_MESSAGE(o.err.find("-r 2 is not a rank of this job (2 ranks: 0 to 1)") != std::string::npos,
                 o.err);
 }
+
+}  // namespace test_integration_bench_smoke

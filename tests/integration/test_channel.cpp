@@ -21,6 +21,8 @@
 #include "daemon_fixture.h"
 #include "raw_client.h"
 
+namespace test_integration_channel {
+
 using namespace ringsync;
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -370,3 +372,5 @@ TEST_CASE("--client-channel socket: a trainer that asks gets no channel") {
   client.expect_serves(5);
   CHECK(daemon.stop());
 }
+
+}  // namespace test_integration_channel

@@ -11,6 +11,8 @@
 
 #include "cluster_fixture.h"
 
+namespace test_integration_cluster_disagreement {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -103,3 +105,5 @@ TEST_CASE("cluster: a tensor one node never submits is reported as stalled") {
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+}  // namespace test_integration_cluster_disagreement

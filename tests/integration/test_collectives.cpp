@@ -7,6 +7,8 @@
 
 #include "daemon_fixture.h"
 
+namespace test_integration_collectives {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -75,3 +77,5 @@ TEST_CASE("async requests submitted in different orders on each rank") {
   CHECK(run_ranks(daemon, 3, {"async"}));
   CHECK(daemon.stop());
 }
+
+}  // namespace test_integration_collectives

@@ -19,6 +19,8 @@
 #include "cluster_fixture.h"
 #include "daemon_fixture.h"
 
+namespace test_integration_deadlines {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -130,3 +132,5 @@ TEST_CASE("deadlines: a lost message with no progress deadline: --collective-tim
   const std::string stopped = cluster.stop_all();
   CHECK_MESSAGE(stopped.empty(), stopped, cluster.logs());
 }
+
+}  // namespace test_integration_deadlines

@@ -17,6 +17,8 @@
 #include "daemon_fixture.h"
 #include "raw_client.h"
 
+namespace test_integration_device_registration {
+
 using namespace ringsync;
 using namespace ringsync::test;
 
@@ -219,3 +221,5 @@ TEST_CASE("an empty GPU allreduce of a two-node job completes on daemons without
     CHECK_MESSAGE(done.status.ok(), done.status.to_string(), "\n", cluster.logs());
   }
 }
+
+}  // namespace test_integration_device_registration

@@ -21,6 +21,8 @@
 #include "etcd_server.h"
 #include "netns.h"
 
+namespace test_integration_elastic {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -320,3 +322,5 @@ TEST_CASE("elastic: a node that comes while a run of 2 goes on joins it at the n
   CHECK_MESSAGE(said.find("node(s) wait to join its next run") != std::string::npos, e.cluster.logs());
   CHECK(e.cluster.stop_all().empty());
 }
+
+}  // namespace test_integration_elastic

@@ -15,6 +15,8 @@
 #include "etcd_server.h"
 #include "netns.h"
 
+namespace test_integration_etcd {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -203,3 +205,5 @@ TEST_CASE("etcd rendezvous: an etcd that takes connections but never answers is 
   const std::string problems = e.cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, e.cluster.logs());
 }
+
+}  // namespace test_integration_etcd

@@ -10,6 +10,8 @@
 #include "daemon_fixture.h"
 #include "raw_client.h"
 
+namespace test_integration_failures {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 namespace wire = ringsync::wire;
@@ -174,3 +176,5 @@ TEST_CASE("a rank that said it stopped waiting (Heartbeat 0) may then be silent 
   CHECK(job.b.expect<wire::Completion>().status.ok());
   CHECK(job.a.expect<wire::Completion>().status.ok());
 }
+
+}  // namespace test_integration_failures

@@ -12,6 +12,8 @@
 
 #include "cluster_fixture.h"
 
+namespace test_integration_integrity {
+
 using namespace ringsync;
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -81,3 +83,5 @@ TEST_CASE("integrity: results are right with the check off, and with it on when 
     CHECK(cluster.stop_all() == "");
   }
 }
+
+}  // namespace test_integration_integrity

@@ -13,6 +13,8 @@
 #include "daemon_fixture.h"
 #include "raw_client.h"
 
+namespace test_integration_jobs {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -295,3 +297,5 @@ TEST_CASE("jobs: ringsync launch --daemon runs jobs on daemons that run already,
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+}  // namespace test_integration_jobs

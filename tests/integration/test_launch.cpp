@@ -15,6 +15,8 @@
 
 #include "daemon_fixture.h"
 
+namespace test_integration_launch {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -278,3 +280,5 @@ TEST_CASE("when the reader of its output goes away, the launcher stops the job a
   CHECK_MESSAGE(rc == 128 + SIGPIPE, out);
   CHECK(out.find("the reader of our output went away (SIGPIPE)") != std::string::npos);
 }
+
+}  // namespace test_integration_launch

@@ -14,6 +14,8 @@
 
 #include "daemon_fixture.h"
 
+namespace test_integration_metrics_live {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -106,3 +108,5 @@ TEST_CASE("a real Prometheus server scrapes the daemon") {
   CHECK(prometheus.wait(20s).has_value());
   CHECK(daemon.stop());
 }
+
+}  // namespace test_integration_metrics_live

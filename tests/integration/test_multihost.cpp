@@ -13,6 +13,8 @@
 #include "cluster_fixture.h"
 #include "netns.h"
 
+namespace test_integration_multihost {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -198,3 +200,5 @@ TEST_CASE("multihost: 3 hosts x 2 ranks: a trainer killed mid 64 MiB allreduce f
   }
   check_all_stop(cluster);
 }
+
+}  // namespace test_integration_multihost

@@ -15,6 +15,8 @@
 #include "daemon_fixture.h"
 #include "netns.h"
 
+namespace test_integration_namespaces {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -118,3 +120,5 @@ TEST_CASE("namespaces: 2 daemons in one network namespace, each with its own hos
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+}  // namespace test_integration_namespaces

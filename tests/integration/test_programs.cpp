@@ -7,6 +7,8 @@
 
 #include "daemon_fixture.h"
 
+namespace test_integration_programs {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -130,3 +132,5 @@ TEST_CASE("--socket naming a file that is not a socket is refused, and the file 
   CHECK(out.find("is not a socket") != std::string::npos);
   CHECK(read_file(path) == "data");
 }
+
+}  // namespace test_integration_programs

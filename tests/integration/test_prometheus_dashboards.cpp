@@ -28,6 +28,8 @@
 #include "netns.h"
 #include "process.h"
 
+namespace test_integration_prometheus_dashboards {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
@@ -311,3 +313,5 @@ TEST_CASE("prometheus: dashboards' queries return data and SlowLink names the sh
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+}  // namespace test_integration_prometheus_dashboards

@@ -15,6 +15,8 @@
 #include "daemon_fixture.h"
 #include "raw_client.h"
 
+namespace test_integration_robustness {
+
 using namespace ringsync;
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -207,3 +209,5 @@ TEST_CASE("the daemon keeps no descriptor per shared buffer") {
   CHECK(count_fds() < before + 10);
   CHECK(daemon.stop());
 }
+
+}  // namespace test_integration_robustness

@@ -16,6 +16,8 @@
 #include "common/cpu_list.h"
 #include "daemon_fixture.h"
 
+namespace test_integration_thread_cpus {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -135,3 +137,5 @@ TEST_CASE("--control-cpus naming a CPU the daemon may not use, or no CPU list at
                          "(--control-cpus from flag)") != std::string::npos,
                 bad);
 }
+
+}  // namespace test_integration_thread_cpus

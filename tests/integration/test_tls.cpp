@@ -23,6 +23,8 @@
 #include "common/peer_wire.h"
 #include "tls_certificates.h"
 
+namespace test_integration_tls {
+
 using namespace ringsync;
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -276,3 +278,5 @@ TEST_CASE("tls: bad TLS files stop ringsyncd at start-up with a message naming t
     check_refused_at_start(flags("node.pem", "node.key", "node.ext"), "(--tls-ca) is not a PEM CA certificate");
   }
 }
+
+}  // namespace test_integration_tls

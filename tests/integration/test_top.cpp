@@ -23,6 +23,8 @@
 #include "common/metrics_text.h"
 #include "daemon_fixture.h"
 
+namespace test_integration_top {
+
 using namespace ringsync;
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -375,3 +377,5 @@ TEST_CASE("ringsync help lists top; top --help and bad arguments") {
   CHECK(not_an_address.status == 2);
   CHECK(not_an_address.err.find("'nowhere' is not HOST:PORT") != std::string::npos);
 }
+
+}  // namespace test_integration_top

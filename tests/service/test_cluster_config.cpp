@@ -12,6 +12,8 @@
 #include "service/daemon_config.h"
 #include "service/route/route.h"
 
+namespace test_service_cluster_config {
+
 using namespace std::chrono_literals;
 using ringsync::Result;
 using ringsync::config::Config;
@@ -113,3 +115,5 @@ TEST_CASE("auth: the job key from a file only its owner may read, or from the en
   ::unlink(path.c_str());
   ::rmdir(dir_template);
 }
+
+}  // namespace test_service_cluster_config

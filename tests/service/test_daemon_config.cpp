@@ -9,6 +9,8 @@
 
 #include "service/daemon_config.h"
 
+namespace test_service_daemon_config {
+
 using namespace std::chrono_literals;
 using ringsync::Result;
 using ringsync::StatusCode;
@@ -256,3 +258,5 @@ TEST_CASE("help and dump cover the daemon's tunables") {
   CHECK(dump.find("stall-warning = 90s (env RINGSYNC_STALL_WARNING)\n") != std::string::npos);
   CHECK(dump.find("socket = \"\" (default)\n") != std::string::npos);
 }
+
+}  // namespace test_service_daemon_config

@@ -4,6 +4,8 @@
 
 #include "service/cluster/ring_settings.h"
 
+namespace test_service_cluster_ring_settings {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::cluster;
@@ -53,3 +55,5 @@ TEST_CASE("ring settings: a peer's hello carries them whole") {
   put(other, hello);
   CHECK_FALSE(settings_of(hello) == node0());
 }
+
+}  // namespace test_service_cluster_ring_settings

@@ -11,6 +11,8 @@
 #include "service/collective/local_collective.h"
 #include "service/threads/work_pool.h"
 
+namespace test_service_collective_local_collective {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -198,3 +200,5 @@ TEST_CASE("alltoall moves block j of rank i to block i of rank j") {
     }
   }
 }
+
+}  // namespace test_service_collective_local_collective

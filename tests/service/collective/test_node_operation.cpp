@@ -8,6 +8,8 @@
 
 #include "service/collective/node_operation.h"
 
+namespace test_service_collective_node_operation {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using ringsync::service::collective::NodeOperation;
@@ -223,3 +225,5 @@ TEST_CASE("node operation: one local input is the ring's input where it lies, in
   NodeOperation carrier(shape, {10}, {{of(send, recv), receives_only}}, 16);
   CHECK(carrier.ring_input() == reinterpret_cast<const std::byte*>(send.data()));
 }
+
+}  // namespace test_service_collective_node_operation

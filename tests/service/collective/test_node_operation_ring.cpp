@@ -13,6 +13,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_collective_node_operation_ring {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::ring::testing;
@@ -122,3 +124,5 @@ TEST_CASE("node operation + pairwise alltoall: block j of rank i lands in block 
     }
   }
 }
+
+}  // namespace test_service_collective_node_operation_ring

@@ -10,6 +10,8 @@
 #include "service/device/collective.h"
 #include "service/host_device_backend.h"
 
+namespace test_service_device_collective {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using ringsync::test::HostDeviceBackend;
@@ -171,3 +173,5 @@ TEST_CASE("local ranks on a GPU that the queue's GPU cannot reach are refused be
         std::string::npos);
   CHECK(backend.log.queues == 0);
 }
+
+}  // namespace test_service_device_collective

@@ -19,6 +19,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_device_staging {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using ringsync::test::HostDeviceBackend;
@@ -406,3 +408,5 @@ TEST_CASE("staged reduce-scatter and alltoall: every rank's own input and output
     }
   }
 }
+
+}  // namespace test_service_device_staging

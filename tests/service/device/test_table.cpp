@@ -8,6 +8,8 @@
 
 #include "service/device/table.h"
 
+namespace test_service_device_table {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -117,3 +119,5 @@ TEST_CASE("a registration claiming more bytes than its allocation holds is refus
   CHECK(too_big.message().find("registered as 8192 bytes") != std::string::npos);
   CHECK(too_big.message().find("holds 4096") != std::string::npos);
 }
+
+}  // namespace test_service_device_table

@@ -13,6 +13,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_execution_gather_gate {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::ring::testing;
@@ -152,3 +154,5 @@ TEST_CASE("gather gate: a ring allreduce run while its gather is still going giv
     }
   }
 }
+
+}  // namespace test_service_execution_gather_gate

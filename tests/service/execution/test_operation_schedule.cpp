@@ -5,6 +5,8 @@
 
 #include "service/execution/operation_schedule.h"
 
+namespace test_service_execution_operation_schedule {
+
 using ringsync::Status;
 using ringsync::StatusCode;
 using ringsync::service::execution::OperationSchedule;
@@ -73,3 +75,5 @@ TEST_CASE("an empty schedule finishes at once") {
   OperationSchedule::create()->start([&](const Status& status, ErrorKind) { finished = status.ok(); });
   CHECK(finished);
 }
+
+}  // namespace test_service_execution_operation_schedule

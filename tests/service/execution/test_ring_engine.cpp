@@ -19,6 +19,8 @@
 #include "service/transport/counting.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_execution_ring_engine {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -200,3 +202,5 @@ TEST_CASE("ring engine: a transport that loses every wake-up slows the operation
     CHECK(std::all_of(data[r].begin(), data[r].end(), [](float v) { return v == 3.0f; }));
   CHECK(engines[0]->missed_wakeups() > 0);
 }
+
+}  // namespace test_service_execution_ring_engine

@@ -19,6 +19,8 @@
 #include "service/transport/counting.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_execution_staged_allreduce {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::ring::testing;
@@ -231,3 +233,5 @@ TEST_CASE("staged allreduce: a failed copy fails the task with the chunk named, 
   run.turn();
   CHECK(run.state[1] == ring::TaskState::kError);
 }
+
+}  // namespace test_service_execution_staged_allreduce

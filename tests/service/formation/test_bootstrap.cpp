@@ -17,6 +17,8 @@
 #include "service/formation/control_listener.h"
 #include "service/formation/peer_auth.h"
 
+namespace test_service_formation_bootstrap {
+
 using namespace ringsync;
 using namespace ringsync::service::cluster;
 using namespace ringsync::service::formation;
@@ -446,3 +448,5 @@ TEST_CASE("auth: a stranger with a wrong key is refused, and the ring of the rig
   CHECK(cluster.auth_failures == 1);
   intruder->close(Status::Closed("test over"));
 }
+
+}  // namespace test_service_formation_bootstrap

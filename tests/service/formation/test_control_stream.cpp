@@ -23,6 +23,8 @@
 #include "service/formation/control_tls.h"
 #include "tls_certificates.h"
 
+namespace test_service_formation_control_stream {
+
 using namespace ringsync;
 using namespace ringsync::service::formation;
 using namespace std::chrono_literals;
@@ -181,3 +183,5 @@ TEST_CASE("control tls: bad files are refused, each naming its flag") {
   ::chmod(certs.file("node.key").c_str(), 0600);
   CHECK(error("node.pem", "node.key", "ca.pem") == "loaded");
 }
+
+}  // namespace test_service_formation_control_stream

@@ -9,6 +9,8 @@
 #include "service/formation/data_plane.h"
 #include "service/transport/ucx_transport.h"
 
+namespace test_service_formation_data_plane {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using formation::UcxDataPlane;
@@ -127,3 +129,5 @@ TEST_CASE("data plane: an offer that is not one is refused, naming the node") {
   CHECK(t.status().code() == StatusCode::kProtocolError);
   CHECK(t.status().message().find("node 1") == 0);
 }
+
+}  // namespace test_service_formation_data_plane

@@ -5,6 +5,8 @@
 
 #include "service/formation/peer_auth.h"
 
+namespace test_service_formation_peer_auth {
+
 using namespace ringsync::service::formation;
 
 namespace {
@@ -63,3 +65,5 @@ TEST_CASE("auth: proofs compare whole, and an empty proof never matches") {
   CHECK_FALSE(same_proof(a, std::vector<std::uint8_t>{1, 2, 4}));
   CHECK_FALSE(same_proof({}, {}));
 }
+
+}  // namespace test_service_formation_peer_auth

@@ -7,6 +7,8 @@
 
 #include "service/integrity/checked_ranges.h"
 
+namespace test_service_integrity_checked_ranges {
+
 using namespace ringsync::service::integrity;
 
 namespace {
@@ -85,3 +87,5 @@ TEST_CASE("integrity: the digest covers the checked bytes, in order, and nothing
   result[ranges[3].begin - 1] ^= std::byte{1};
   CHECK(result_digest(result.data(), everything) != whole);
 }
+
+}  // namespace test_service_integrity_checked_ranges

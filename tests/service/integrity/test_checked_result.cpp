@@ -12,6 +12,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_integrity_checked_result {
+
 using namespace ringsync;
 using namespace ringsync::service::integrity;
 using namespace ringsync::service::ring;
@@ -169,3 +171,5 @@ TEST_CASE("integrity: an i32 sum that every node received wrong alike fails the 
     }
   }
 }
+
+}  // namespace test_service_integrity_checked_result

@@ -7,6 +7,8 @@
 
 #include "service/integrity/linear_sum.h"
 
+namespace test_service_integrity_linear_sum {
+
 using namespace ringsync;
 using namespace ringsync::service::integrity;
 
@@ -57,3 +59,5 @@ TEST_CASE("integrity: the linear sum of a wrapping sum is the sum of the linear 
     }
   }
 }
+
+}  // namespace test_service_integrity_linear_sum

@@ -5,6 +5,8 @@
 
 #include "service/integrity/verdict.h"
 
+namespace test_service_integrity_verdict {
+
 using namespace ringsync;
 using namespace ringsync::service::integrity;
 
@@ -51,3 +53,5 @@ TEST_CASE("integrity: nodes checking with different settings are told so, not ca
         "result check of allreduce 'w' cannot compare: the nodes run with different --verify-results (node 1 "
         "sample, nodes 0,2 all); give every node of the job the same setting");
 }
+
+}  // namespace test_service_integrity_verdict

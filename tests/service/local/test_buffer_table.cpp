@@ -2,6 +2,8 @@
 
 #include "service/local/buffer_table.h"
 
+namespace test_service_local_buffer_table {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -42,3 +44,5 @@ TEST_CASE("the per-client limit is enforced") {
   CHECK(over.status().message().find("--max-client-buffer-bytes") != std::string::npos);
   CHECK(table.allocate(0, 1000, "t").status().code() == StatusCode::kInvalidArgument);
 }
+
+}  // namespace test_service_local_buffer_table

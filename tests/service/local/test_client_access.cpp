@@ -5,6 +5,8 @@
 
 #include "service/local/client_access.h"
 
+namespace test_service_local_client_access {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -56,3 +58,5 @@ TEST_CASE("auth credentials: the kernel's word for the other end of a Unix socke
   REQUIRE(policy.ok());
   CHECK_FALSE(policy->admit(nobody).ok());
 }
+
+}  // namespace test_service_local_client_access

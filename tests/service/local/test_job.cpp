@@ -2,6 +2,8 @@
 
 #include "service/local/job.h"
 
+namespace test_service_local_job {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -128,3 +130,5 @@ TEST_CASE("take_expired removes only collectives past the timeout") {
   CHECK(expired[0].name == "old");
   CHECK(job.pending().count("new") == 1);
 }
+
+}  // namespace test_service_local_job

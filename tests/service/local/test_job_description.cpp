@@ -4,6 +4,8 @@
 
 #include "service/local/job_description.h"
 
+namespace test_service_local_job_description {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -82,3 +84,5 @@ TEST_CASE("job description: later ranks must describe the job as its first did")
   other_token.job_token = "u";
   CHECK(local::description_mismatch(first, *local::describe_job(other_token, {})).find("token") != std::string::npos);
 }
+
+}  // namespace test_service_local_job_description

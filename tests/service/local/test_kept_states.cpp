@@ -7,6 +7,8 @@
 
 #include "service/local/kept_states.h"
 
+namespace test_service_local_kept_states {
+
 using namespace ringsync;
 using namespace ringsync::service;
 
@@ -97,3 +99,5 @@ TEST_CASE("auth: kept states remember the uid that kept them until they go") {
   CHECK(kept.forget_expired(t0 + std::chrono::seconds(11)) == 1);
   CHECK_FALSE(kept.owner("job"));  // the states went: the id is free again
 }
+
+}  // namespace test_service_local_kept_states

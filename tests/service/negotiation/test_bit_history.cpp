@@ -4,6 +4,8 @@
 #include "service/negotiation/bit_history.h"
 #include "service/negotiation/response_cache.h"
 
+namespace test_service_negotiation_bit_history {
+
 using namespace ringsync;
 using ringsync::peer_wire::ReadyTensor;
 using ringsync::service::negotiation::BitHistory;
@@ -63,3 +65,5 @@ TEST_CASE("bit history follows a thrashing cache: every node's bits resolve to w
     }
   }
 }
+
+}  // namespace test_service_negotiation_bit_history

@@ -4,6 +4,8 @@
 
 #include "service/negotiation/coordinator.h"
 
+namespace test_service_negotiation_coordinator {
+
 using namespace ringsync;
 using namespace ringsync::service::negotiation;
 using peer_wire::ReadyTensor;
@@ -228,3 +230,5 @@ TEST_CASE("waiting_nodes: who reported a tensor still waiting for the others, at
   c.add_ready(1, {allreduce("w", 1)}, t0);
   CHECK(c.waiting_nodes("w").empty());  // ready everywhere: it waits for nobody
 }
+
+}  // namespace test_service_negotiation_coordinator

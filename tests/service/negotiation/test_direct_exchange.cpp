@@ -4,6 +4,8 @@
 
 #include "service/negotiation/direct_exchange.h"
 
+namespace test_service_negotiation_direct_exchange {
+
 using namespace ringsync;
 using namespace ringsync::service::negotiation;
 using peer_wire::DirectTensor;
@@ -131,3 +133,5 @@ TEST_CASE("waiting_nodes: the nodes whose contribution waits, until the round is
   CHECK(x.add(2, contribution<float>(allreduce("w", 1), {1}), t0));
   CHECK(x.waiting_nodes("w").empty());
 }
+
+}  // namespace test_service_negotiation_direct_exchange

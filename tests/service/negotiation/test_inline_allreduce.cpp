@@ -5,6 +5,8 @@
 
 #include "service/negotiation/inline_allreduce.h"
 
+namespace test_service_negotiation_inline_allreduce {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace ringsync::service::negotiation;
@@ -89,3 +91,5 @@ TEST_CASE("the plan's result reaches every rank's receive buffer, or none when i
   CHECK(out0 == result);
   CHECK(out1 == result);
 }
+
+}  // namespace test_service_negotiation_inline_allreduce

@@ -2,6 +2,8 @@
 
 #include "service/negotiation/response_cache.h"
 
+namespace test_service_negotiation_response_cache {
+
 using namespace ringsync;
 using namespace ringsync::service::negotiation;
 using peer_wire::ReadyTensor;
@@ -61,3 +63,5 @@ TEST_CASE("a cache of capacity zero caches nothing") {
   CHECK_FALSE(cache.lookup(tensor("a")).has_value());
   CHECK_FALSE(cache.occupied(0));
 }
+
+}  // namespace test_service_negotiation_response_cache

@@ -6,6 +6,8 @@
 
 #include "service/observe/error_kind.h"
 
+namespace test_service_observe_error_kind {
+
 using namespace ringsync;
 using namespace ringsync::service::observe;
 
@@ -37,3 +39,5 @@ TEST_CASE("error kinds: a failure without a kind counts as its status code's") {
   CHECK(resolve(ErrorKind::kFromStatus, Status::Timeout("late")) == ErrorKind::kTimeout);
   CHECK(resolve(ErrorKind::kIntegrity, Status::Mismatch("copies differ")) == ErrorKind::kIntegrity);
 }
+
+}  // namespace test_service_observe_error_kind

@@ -18,6 +18,8 @@
 
 #include "common/metrics.h"
 
+namespace test_service_observe_metrics_http {
+
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using ringsync::StatusCode;
@@ -442,3 +444,5 @@ TEST_CASE("bind errors and bad addresses are clear errors") {
   REQUIRE_FALSE(no_render.ok());
   CHECK(no_render.status().message() == "metrics server needs a render function");
 }
+
+}  // namespace test_service_observe_metrics_http

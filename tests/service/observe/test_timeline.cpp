@@ -16,6 +16,8 @@
 
 #include "common/subprocess.h"
 
+namespace test_service_observe_timeline {
+
 using namespace ringsync;
 using namespace ringsync::service;
 using namespace std::chrono_literals;
@@ -490,3 +492,5 @@ TEST_CASE("timeline: a writer that falls behind drops events, counts them and sa
   CHECK(note[0].ph == "i");
   CHECK(note[0].scope == "p");
 }
+
+}  // namespace test_service_observe_timeline

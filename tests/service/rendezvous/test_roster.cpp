@@ -17,6 +17,8 @@
 #include "service/rendezvous/memory_store.h"
 #include "service/rendezvous/roster.h"
 
+namespace test_service_rendezvous_roster {
+
 using namespace ringsync;
 using namespace ringsync::service::rendezvous;
 namespace asio = boost::asio;
@@ -278,3 +280,5 @@ TEST_CASE("roster: a registration seen lost is no newcomer, though it is still t
   REQUIRE(next.kind == NextRoster::Kind::kReady);
   CHECK(addresses(next.roster) == std::vector<std::string>{"a:1", "c:1"});
 }
+
+}  // namespace test_service_rendezvous_roster

@@ -18,6 +18,8 @@
 #include "service/rendezvous/http_json.h"
 #include "service/rendezvous/served_store.h"
 
+namespace test_service_rendezvous_served_store {
+
 using namespace ringsync;
 using namespace ringsync::service::rendezvous;
 using nlohmann::json;
@@ -223,3 +225,5 @@ TEST_CASE("served store: the etcd client the daemons use works against it over H
   CHECK(seen.gone_after_revoke);
   CHECK_MESSAGE(seen.refused.find("use a real etcd") != std::string::npos, seen.refused);
 }
+
+}  // namespace test_service_rendezvous_served_store

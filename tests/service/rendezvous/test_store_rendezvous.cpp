@@ -14,6 +14,8 @@
 #include "service/rendezvous/store_rendezvous.h"
 #include "service/rendezvous/token_proof.h"
 
+namespace test_service_rendezvous_store_rendezvous {
+
 using namespace ringsync;
 using namespace ringsync::service::rendezvous;
 namespace asio = boost::asio;
@@ -141,3 +143,5 @@ TEST_CASE("rendezvous: a store that is down is a clear error, bounded") {
   CHECK(members.status().message().find("is down") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - begun < 5s);
 }
+
+}  // namespace test_service_rendezvous_store_rendezvous

@@ -9,6 +9,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_allgather {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -61,3 +63,5 @@ TEST_CASE("ring allgather: every node ends with every node's segment") {
     }
   }
 }
+
+}  // namespace test_service_ring_allgather

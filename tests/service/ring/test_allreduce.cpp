@@ -14,6 +14,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_allreduce {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -196,3 +198,5 @@ TEST_CASE("ring allreduce: two collectives in flight on the same endpoints never
     }
   }
 }
+
+}  // namespace test_service_ring_allreduce

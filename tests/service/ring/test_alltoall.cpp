@@ -9,6 +9,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_alltoall {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -77,3 +79,5 @@ TEST_CASE("pairwise alltoall: overlapping buffers are refused before anything is
   CHECK(task.progress() == TaskState::kError);
   CHECK(fabric.bytes_sent(0) == 0);
 }
+
+}  // namespace test_service_ring_alltoall

@@ -10,6 +10,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_broadcast {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -54,3 +56,5 @@ TEST_CASE("ring broadcast: the root's buffer reaches every node, from several ro
     }
   }
 }
+
+}  // namespace test_service_ring_broadcast

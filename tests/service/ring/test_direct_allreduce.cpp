@@ -19,6 +19,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_direct_allreduce {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -262,3 +264,5 @@ TEST_CASE("direct allreduce: bad arguments are refused by post() with what to pa
   CHECK(fabric.messages_sent(0) == 0);
   CHECK_FALSE(t.progress());
 }
+
+}  // namespace test_service_ring_direct_allreduce

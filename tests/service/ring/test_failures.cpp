@@ -15,6 +15,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_failures {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -246,3 +248,5 @@ TEST_CASE("ring failures: a task aborted before post() never posts; post() twice
   CHECK(twice.status().ok());  // the running task is unharmed
   CHECK(fabric.messages_sent(0) == 1);
 }
+
+}  // namespace test_service_ring_failures

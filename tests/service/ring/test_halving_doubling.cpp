@@ -17,6 +17,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_halving_doubling {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -286,3 +288,5 @@ TEST_CASE("halving-doubling allreduce: bad arguments are refused by post() with 
   CHECK(fabric.messages_sent(0) == 0);
   CHECK_FALSE(t.progress());
 }
+
+}  // namespace test_service_ring_halving_doubling

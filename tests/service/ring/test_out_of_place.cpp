@@ -21,6 +21,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_out_of_place {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -212,3 +214,5 @@ TEST_CASE("out-of-place input: the tasks that read only their buffer refuse one"
   CHECK(posted.code() == StatusCode::kInvalidArgument);
   CHECK(posted.message().find("gather the input there") != std::string::npos);
 }
+
+}  // namespace test_service_ring_out_of_place

@@ -4,6 +4,8 @@
 
 #include "service/ring/partition.h"
 
+namespace test_service_ring_partition {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 
@@ -75,3 +77,5 @@ TEST_CASE("ring partition: chunk_elements counts whole elements, at least one") 
   CHECK(chunk_elements(7, DType::kU8) == 7);
   CHECK(chunk_elements(0, DType::kBF16) == 1);
 }
+
+}  // namespace test_service_ring_partition

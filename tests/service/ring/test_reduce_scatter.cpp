@@ -9,6 +9,8 @@
 #include "service/test_ring_harness.h"
 #include "service/transport/in_process.h"
 
+namespace test_service_ring_reduce_scatter {
+
 using namespace ringsync;
 using namespace ringsync::service::ring;
 using namespace ringsync::service::ring::testing;
@@ -97,3 +99,5 @@ TEST_CASE("ring reduce-scatter: avg on one node divides the whole buffer, withou
   CHECK(data == std::vector<double>{1.0, -2.0, 0.5});
   CHECK(fabric.messages_sent(0) == 0);
 }
+
+}  // namespace test_service_ring_reduce_scatter

@@ -3,6 +3,8 @@
 
 #include "service/route/route.h"
 
+namespace test_service_route_route {
+
 using namespace ringsync;
 using namespace ringsync::service::route;
 using wire::CollectiveKind;
@@ -177,3 +179,5 @@ TEST_CASE("route: a local collective's memory work counts every rank's result on
   CHECK(local_work_bytes(CollectiveKind::kAllgather, 1025, DType::kF32, 4) > kInlineWorkBytes);
   CHECK(local_work_bytes(CollectiveKind::kBarrier, 0, DType::kF32, 8) == 0);
 }
+
+}  // namespace test_service_route_route

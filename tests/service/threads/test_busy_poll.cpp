@@ -5,6 +5,8 @@
 
 #include "service/threads/busy_poll.h"
 
+namespace test_service_threads_busy_poll {
+
 using namespace std::chrono_literals;
 using ringsync::service::threads::BusyPoll;
 namespace asio = boost::asio;
@@ -72,3 +74,5 @@ TEST_CASE("a loop that runs out of work returns, polling or not") {
   CHECK(ran == 2);
   CHECK(io.stopped());
 }
+
+}  // namespace test_service_threads_busy_poll

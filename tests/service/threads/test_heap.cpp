@@ -14,6 +14,8 @@
 
 #include "service/threads/heap.h"
 
+namespace test_service_threads_heap {
+
 using namespace ringsync::service::threads;
 
 namespace {
@@ -76,3 +78,5 @@ TEST_CASE("heap: kept, mid-size blocks come from the heap and freed heap stays m
   std::free(big);
   CHECK(::mallinfo2().hblks == mapped_before);
 }
+
+}  // namespace test_service_threads_heap

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+namespace test_service_threads_thread_cpus {
+
 using ringsync::StatusCode;
 using ringsync::service::threads::set_thread_cpus;
 using ringsync::service::threads::thread_cpus;
@@ -79,3 +81,5 @@ TEST_CASE("thread CPUs: a CPU this thread may not use is refused, and nothing ch
     CHECK(thread_cpus().value() == all);
   });
 }
+
+}  // namespace test_service_threads_thread_cpus

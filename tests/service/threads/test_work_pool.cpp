@@ -7,6 +7,8 @@
 
 #include "service/threads/work_pool.h"
 
+namespace test_service_threads_work_pool {
+
 using ringsync::service::threads::WorkPool;
 
 TEST_CASE("every piece runs exactly once and done() runs once, after all pieces") {
@@ -48,3 +50,5 @@ TEST_CASE("a job of zero pieces still calls done(); destruction drains queued jo
   }
   CHECK(done_calls.load() == 6);
 }
+
+}  // namespace test_service_threads_work_pool

@@ -12,6 +12,8 @@
 
 #include "service/transport/frame_queue.h"
 
+namespace test_service_transport_frame_queue {
+
 using ringsync::service::transport::FrameQueue;
 namespace asio = boost::asio;
 
@@ -87,3 +89,5 @@ TEST_CASE("frame queue: a frame pushed while the writer runs is not missed") {
   io.poll();
   CHECK(writer.stopped);
 }
+
+}  // namespace test_service_transport_frame_queue

@@ -10,6 +10,8 @@
 
 #include "service/transport/in_process.h"
 
+namespace test_service_transport_in_process {
+
 using namespace ringsync;
 using ringsync::service::transport::InProcessFabric;
 using ringsync::service::transport::make_tag;
@@ -327,3 +329,5 @@ TEST_CASE("in-process transport: endpoints on different threads exchange many me
     CHECK(fabric.messages_sent(r) == (kNodes - 1) * kMessages);
   }
 }
+
+}  // namespace test_service_transport_in_process

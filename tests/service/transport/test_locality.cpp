@@ -10,6 +10,8 @@
 #include "service/transport/locality.h"
 #include "service/transport/ucx_offer.h"
 
+namespace test_service_transport_locality {
+
 using ringsync::StatusCode;
 using namespace ringsync::service::transport;
 
@@ -179,3 +181,5 @@ TEST_CASE("offer: every node's worker is chosen alike, network-only where a node
     CHECK(chosen.status().message().find("node 1 (hostname h2)") != std::string::npos);
   }
 }
+
+}  // namespace test_service_transport_locality

@@ -16,6 +16,8 @@
 #include "common/subprocess.h"
 #include "tests/service/ucx_test_job.h"
 
+namespace test_service_transport_ucx_failure {
+
 using ringsync::Child;
 using ringsync::Status;
 using ringsync::StatusCode;
@@ -332,3 +334,5 @@ TEST_CASE("after cancel_all, UCX writes no more into a receive that was mid-tran
   }
   CHECK(std::count(target.begin(), target.end(), std::byte{0x55}) == static_cast<std::ptrdiff_t>(kBytes));
 }
+
+}  // namespace test_service_transport_ucx_failure

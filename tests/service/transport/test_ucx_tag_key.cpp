@@ -9,6 +9,8 @@
 #include "service/transport/ucx_tag.h"
 #include "tests/service/ucx_test_job.h"
 
+namespace test_service_transport_ucx_tag_key {
+
 using ringsync::service::formation::data_plane_tag_key;
 using ringsync::service::transport::make_tag;
 using ringsync::service::transport::UcxTagCodec;
@@ -91,3 +93,5 @@ TEST_CASE("auth: a message from outside a keyed ring never matches the ring's re
   CHECK(recv.status.ok());
   CHECK(received == (stranger_matches ? forged : real));
 }
+
+}  // namespace test_service_transport_ucx_tag_key

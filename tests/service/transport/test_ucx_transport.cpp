@@ -12,6 +12,8 @@
 #include "service/transport/ucx_tag.h"
 #include "tests/service/ucx_test_job.h"
 
+namespace test_service_transport_ucx_transport {
+
 using ringsync::Status;
 using ringsync::StatusCode;
 using ringsync::service::transport::make_tag;
@@ -379,3 +381,5 @@ TEST_CASE("verbs_devices lists the RDMA devices the kernel shows, none where the
   CHECK(verbs_devices(base) == std::vector<std::string>{"mlx5_0", "mlx5_1"});
   std::filesystem::remove_all(base);
 }
+
+}  // namespace test_service_transport_ucx_transport

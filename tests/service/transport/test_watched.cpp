@@ -7,6 +7,8 @@
 #include "service/transport/in_process.h"
 #include "service/transport/watched.h"
 
+namespace test_service_transport_watched {
+
 using namespace ringsync;
 using namespace ringsync::service::transport;
 
@@ -71,3 +73,5 @@ TEST_CASE("watch: with no receive outstanding it waits for the oldest send; with
   watch->completed(999, true, t0);  // unknown: ignored
   CHECK(watch->snapshot().messages_done == 1);
 }
+
+}  // namespace test_service_transport_watched
