@@ -124,6 +124,10 @@ void ClusterFixture::start_node(int i) {
                                      "--collective-timeout", "30s",
                                      // Simulated nodes: the network path, as ringsync launch pins it.
                                      "--ucx-transports", "tcp,self"};
+  // Nodes on this host's loopback: their data too, whatever other interfaces
+  // (bridges, containers' veths) the machine has up. Later flags override it.
+  if (node.place.launcher.empty() && node.place.host == "127.0.0.1")
+    daemon.insert(daemon.end(), {"--ucx-net-devices", "lo"});
   if (!options_.service) {
     const std::vector<std::string> job = {"--hostfile", hostfile_, "--node-rank", std::to_string(i),
                                           "--job-id", options_.job_id, "--job-token", token_};

@@ -7,12 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cluster_fixture.h"
 #include "daemon_fixture.h"
+
+namespace test_integration_auth_socket {
 
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -21,13 +24,34 @@ namespace {
 
 constexpr const char* kNobody = "65534";
 
+// Where another uid runs ringsync-test-rank from: the build may sit in a
+// folder only its owner can enter (a clone in root's home, mode 0700), so the
+// rank and libringsync go to a folder every user can read, once per run.
+const std::string& rank_folder_for_others() {
+  static const TempDir folder;  // removed at exit
+  static const std::string path = [] {
+    namespace fs = std::filesystem;
+    fs::permissions(folder.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                       fs::perms::others_read | fs::perms::others_exec);
+    fs::copy_file(bin("ringsync-test-rank"), folder.file("ringsync-test-rank"));
+    for (const auto& entry : fs::directory_iterator(fs::path(bin("")).parent_path().parent_path() / "lib"))
+      if (entry.path().filename().string().rfind("libringsync.so", 0) == 0)
+        fs::copy(entry.path(), fs::path(folder.path()) / entry.path().filename(), fs::copy_options::copy_symlinks);
+    return folder.path();
+  }();
+  return path;
+}
+
 // A ringsync-test-rank started as `uid`:`gid` (no supplementary groups).
 Child rank_as(const std::string& uid, const std::string& gid, const DaemonFixture& daemon, int rank, int size,
               const std::string& job, const std::vector<std::string>& scenario, const std::string& log) {
+  const std::string& folder = rank_folder_for_others();
   std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=" + uid, "--regid=" + gid, "--clear-groups",
-                                   bin("ringsync-test-rank")};
+                                   folder + "/ringsync-test-rank"};
   argv.insert(argv.end(), scenario.begin(), scenario.end());
-  return spawn(argv, daemon.rank_env(rank, size, job), daemon.dir().file(log));
+  auto env = daemon.rank_env(rank, size, job);
+  env["LD_LIBRARY_PATH"] = folder;
+  return spawn(argv, env, daemon.dir().file(log));
 }
 
 // Others may reach the socket only through the test's own folder.
@@ -105,3 +129,5 @@ TEST_CASE("auth: a job belongs to the uid that made it; another uid cannot attac
   CHECK(daemon.running());
   CHECK(daemon.stop());
 }
+
+}  // namespace test_integration_auth_socket

@@ -26,6 +26,8 @@
 #include "common/wire.h"
 #include "daemon_fixture.h"
 
+namespace test_integration_cluster {
+
 using namespace ringsync;
 using namespace ringsync::test;
 using namespace std::chrono_literals;
@@ -149,7 +151,7 @@ TEST_CASE("cluster: /readyz is 503 while the ring is not formed, 200 once it is"
 }
 
 TEST_CASE("cluster: the log and /metrics say which UCX transports link the nodes") {
-  SUBCASE("pinned to tcp, as simulated nodes are") {
+  SUBCASE("pinned to tcp over loopback, as simulated nodes are (whatever else is up here)") {
     ClusterFixture cluster(cluster_options(2, 1));
     REQUIRE(wait_for_ring(cluster, 30s));
     for (int node : {0, 1}) {
@@ -163,7 +165,7 @@ TEST_CASE("cluster: the log and /metrics say which UCX transports link the nodes
   SUBCASE("left to UCX (the default): it links two daemons on one machine and the job runs") {
     ClusterFixture cluster([] {
       auto o = cluster_options(2, 1);
-      o.extra_flags = {"--ucx-transports="};
+      o.extra_flags = {"--ucx-transports=", "--ucx-net-devices="};
       return o;
     }());
     REQUIRE(wait_for_ring(cluster, 30s));
@@ -268,35 +270,26 @@ TEST_CASE("cluster: 2 nodes, only small allreduces (exchanged directly): their b
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
-TEST_CASE("cluster: 3 nodes x 2 ranks: every collective, allreduces by halving-doubling or the direct algorithm") {
+TEST_CASE("cluster: 3 nodes x 2 ranks: every collective by halving-doubling, every result compared across the nodes") {
   // 3 nodes is not a power of two: under rhd node 1 folds into node 0 and gets
-  // the result back; under direct each node reduces a third and sends it to both
-  // others; auto takes the direct algorithm up to --rhd-max-bytes rather than
-  // fold. Every result is also compared across the nodes (--verify-results all).
-  struct Case {
-    const char* flag;
-    const char* label;  // of ringsync_data_plane_operations_total
-  };
-  for (const Case& c : {Case{"rhd", "halving-doubling"}, Case{"direct", "direct"}, Case{"auto", "direct"}}) {
-    CAPTURE(c.flag);
-    ClusterFixture cluster(
-        cluster_options(3, 2, {"--algorithm", c.flag, "--inline-bytes", "0", "--verify-results", "all"}));
-    CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "4000", "786433"}));
-    CHECK(all_running(cluster));
-    for (int node = 0; node < cluster.nodes(); ++node) {
-      const std::string metrics = cluster.metrics(node);
-      const std::string summary = node_metric_summary(cluster, {"ringsync_data_plane_operations_total"});
-      CHECK_MESSAGE(metric_value(metrics, std::string("ringsync_data_plane_operations_total{algorithm=\"") + c.label +
-                                              "\"}")
-                            .value_or(0) > 0,
-                    summary);
-      // Allgathers and broadcasts still take the ring.
-      CHECK_MESSAGE(metric_value(metrics, "ringsync_data_plane_operations_total{algorithm=\"ring\"}").value_or(0) > 0,
-                    summary);
-    }
-    const std::string problems = cluster.stop_all();
-    CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
+  // the result back. Every result is also compared across the nodes
+  // (--verify-results all). Every path, dtype and op, with the direct
+  // algorithm too: tests/service/cluster/test_job_ring_collectives.cpp.
+  ClusterFixture cluster(cluster_options(3, 2, {"--algorithm", "rhd", "--inline-bytes", "0", "--verify-results", "all"}));
+  CHECK(run_job(cluster, "collectives", {"collectives", "0", "7", "4000"}));
+  CHECK(all_running(cluster));
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    const std::string metrics = cluster.metrics(node);
+    const std::string summary = node_metric_summary(cluster, {"ringsync_data_plane_operations_total"});
+    CHECK_MESSAGE(metric_value(metrics, "ringsync_data_plane_operations_total{algorithm=\"halving-doubling\"}")
+                          .value_or(0) > 0,
+                  summary);
+    // Allgathers and broadcasts still take the ring.
+    CHECK_MESSAGE(metric_value(metrics, "ringsync_data_plane_operations_total{algorithm=\"ring\"}").value_or(0) > 0,
+                  summary);
   }
+  const std::string problems = cluster.stop_all();
+  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
 
 TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-bytes 0)") {
@@ -309,23 +302,6 @@ TEST_CASE("cluster: 2 nodes x 2 ranks: small allreduces over the ring (--inline-
     CHECK_MESSAGE(metric_value(metrics, "ringsync_inline_operations_total").value_or(0) == 0, summary);
     CHECK_MESSAGE(metric_value(metrics, "ringsync_ring_operations_total").value_or(0) > 0, summary);
   }
-  const std::string problems = cluster.stop_all();
-  CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
-}
-
-TEST_CASE("cluster: 3 nodes x 2 ranks: every collective") {
-  ClusterFixture cluster(cluster_options(3, 2));
-  // At 3 nodes (--inline-bytes 256 KiB) allreduces up to 85 KiB are exchanged
-  // directly (1001 f32), up to 170 KiB answered with the plan (30000 f32),
-  // larger ones run the ring.
-  CHECK(run_job(cluster, "collectives", {"collectives", "0", "1", "7", "1001", "30000", "786433"}));
-  CHECK(all_running(cluster));
-  for (int node = 0; node < cluster.nodes(); ++node)
-    for (const char* path : {"direct", "plan"})
-      CHECK_MESSAGE(metric_value(cluster.metrics(node),
-                                 std::string("ringsync_inline_operations_total{path=\"") + path + "\"}")
-                            .value_or(0) > 0,
-                    path, node_metric_summary(cluster, {"ringsync_inline_operations_total"}));
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
@@ -536,3 +512,5 @@ TEST_CASE("cluster: junk on the control port is rejected and the daemons serve o
   const std::string problems = cluster.stop_all();
   CHECK_MESSAGE(problems.empty(), problems, cluster.logs());
 }
+
+}  // namespace test_integration_cluster

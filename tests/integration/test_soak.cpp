@@ -22,6 +22,8 @@
 #include "daemon_fixture.h"
 #include "netns.h"
 
+namespace test_integration_soak {
+
 using namespace ringsync::test;
 using namespace std::chrono_literals;
 
@@ -162,7 +164,7 @@ TEST_CASE("soak: 2 daemons over UCX's shared memory") {
 }
 
 TEST_CASE("soak: 4 daemons on UCX's default transports") {
-  ClusterFixture cluster(cluster_options(4, 1, {"--ucx-transports="}));
+  ClusterFixture cluster(cluster_options(4, 1, {"--ucx-transports=", "--ucx-net-devices="}));
   check_passes(soak(cluster, "default transports", {}, on_loopback(cluster)));
 }
 
@@ -191,3 +193,5 @@ TEST_CASE("soak: a collective that never ends fails the soak at its bound, with 
   CHECK_MESSAGE(run.report.find("\"phase\": \"data plane\"") != std::string::npos, run.report);
   CHECK_MESSAGE(run.report.find("\"link\": \"tcp/lo\"") != std::string::npos, run.report);
 }
+
+}  // namespace test_integration_soak
