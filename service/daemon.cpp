@@ -232,7 +232,9 @@ void Daemon::accept_next() {
       return;
     } else {
       const std::uint64_t id = next_session_id_++;
-      auto session = std::make_shared<local::ClientSession>(*this, std::move(socket), id);
+      local::SessionHost& host = *this;
+      auto session = std::make_shared<local::ClientSession>(
+          host, local::SessionLimits{config_.client_handshake_timeout, config_.max_frame_bytes}, std::move(socket), id);
       sessions_.emplace(id, session);
       metrics_.clients.with().set(static_cast<double>(sessions_.size()));
       RS_LOG(debug, "session") << "client " << id << " connected";

@@ -40,7 +40,7 @@ class DeviceService;
 
 namespace ringsync::service {
 
-class Daemon final : private cluster::Answers {
+class Daemon final : public local::SessionHost, private cluster::Answers {
  public:
   explicit Daemon(DaemonConfig config);
   ~Daemon();
@@ -53,9 +53,9 @@ class Daemon final : private cluster::Answers {
   void stop();
 
   const DaemonConfig& config() const { return config_; }
-  observe::DaemonMetrics& metrics() { return metrics_; }
-  // Warnings about misbehaving clients, at most one per client process a minute.
-  RepeatLimiter& client_warnings() { return client_warnings_; }
+  // local::SessionHost: what sessions hand up, and where they count.
+  observe::DaemonMetrics& metrics() override { return metrics_; }
+  RepeatLimiter& client_warnings() override { return client_warnings_; }
   std::string metrics_endpoint() const;
   // Why /readyz answers 503 ("" when ready): starting, shutting down, or the
   // pre-configured job's ring not formed.
@@ -66,8 +66,8 @@ class Daemon final : private cluster::Answers {
 
   // Called by sessions on the control thread. A non-ok Status means the client
   // broke the protocol: the session sends it and closes.
-  Status on_message(const std::shared_ptr<local::ClientSession>& session, wire::Message message);
-  void on_disconnect(const std::shared_ptr<local::ClientSession>& session);
+  Status on_message(const std::shared_ptr<local::ClientSession>& session, wire::Message message) override;
+  void on_disconnect(const std::shared_ptr<local::ClientSession>& session) override;
 
  private:
   // Connection lifecycle (daemon.cpp).

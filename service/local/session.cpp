@@ -12,7 +12,6 @@
 
 #include "common/fd_passing.h"
 #include "common/log.h"
-#include "service/daemon.h"
 #include "service/transport/framed_read.h"
 
 namespace ringsync::service::local {
@@ -20,8 +19,9 @@ namespace ringsync::service::local {
 namespace asio = boost::asio;
 using asio::use_awaitable;
 
-ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
-    : daemon_(daemon),
+ClientSession::ClientSession(SessionHost& host, SessionLimits limits, Socket socket, std::uint64_t id)
+    : host_(host),
+      limits_(limits),
       socket_(std::move(socket)),
       id_(id),
       queue_(socket_.get_executor()),
@@ -36,13 +36,13 @@ ClientSession::ClientSession(Daemon& daemon, Socket socket, std::uint64_t id)
 void ClientSession::start() {
   boost::system::error_code ec;
   socket_.non_blocking(true, ec);
-  handshake_deadline_.expires_after(daemon_.config().client_handshake_timeout);
+  handshake_deadline_.expires_after(limits_.handshake_timeout);
   auto self = shared_from_this();
   handshake_deadline_.async_wait([self](boost::system::error_code wait_ec) {
     if (wait_ec || self->membership || self->closed_) return;
     RS_LOG(warn, "session") << "client " << self->id_
                                  << " sent no hello in time; closing the connection";
-    self->daemon_.metrics().error(observe::ErrorKind::kHandshakeTimeout);
+    self->host_.metrics().error(observe::ErrorKind::kHandshakeTimeout);
     self->close();
   });
   asio::co_spawn(socket_.get_executor(), read_loop(self), asio::detached);
@@ -56,7 +56,7 @@ void ClientSession::send(const wire::Message& message, std::shared_ptr<shm::Regi
     // hold an unbounded backlog for it.
     RS_LOG(warn, "session") << "client " << id_ << " has " << queue_.size()
                             << " unread replies; closing the connection";
-    daemon_.metrics().error(observe::ErrorKind::kSlowClient);
+    host_.metrics().error(observe::ErrorKind::kSlowClient);
     close();
     return;
   }
@@ -123,7 +123,7 @@ void ClientSession::ring_doorbell() {
 void ClientSession::channel_corrupt(const Status& why) {
   // Nothing more can be said through a channel the trainer scribbled over.
   warn_limited(why.to_string() + "; closing the connection");
-  daemon_.metrics().error(observe::ErrorKind::kProtocol);
+  host_.metrics().error(observe::ErrorKind::kProtocol);
   close();
 }
 
@@ -134,7 +134,7 @@ std::size_t ClientSession::drain() {
   std::size_t handled = 0;
   auto self = shared_from_this();
   while (handled < kDrainBatch && !closed_ && !flush_then_close_) {
-    auto frame = ring.peek(daemon_.config().max_frame_bytes);
+    auto frame = ring.peek(limits_.max_frame_bytes);
     if (!frame.ok()) {
       // A frame too large is answered as on the socket; a scribbled ring is not.
       if (ring.corrupt()) {
@@ -154,7 +154,7 @@ std::size_t ClientSession::drain() {
       protocol_error(message.status());
       break;
     }
-    if (Status s = daemon_.on_message(self, std::move(message).value()); !s.ok()) {
+    if (Status s = host_.on_message(self, std::move(message).value()); !s.ok()) {
       protocol_error(s);
       break;
     }
@@ -190,7 +190,7 @@ void ClientSession::arm_flush_deadline() {
     if (self->frames_written_ != written) return self->arm_flush_deadline();
     RS_LOG(warn, "session") << "client " << self->id_ << " took none of its last replies for "
                             << kFlushTimeout.count() << " s; closing the connection";
-    self->daemon_.metrics().error(observe::ErrorKind::kFlushTimeout);
+    self->host_.metrics().error(observe::ErrorKind::kFlushTimeout);
     self->close();
   });
 }
@@ -210,14 +210,14 @@ void ClientSession::close() {
 void ClientSession::warn_limited(const std::string& what) {
   // A client that reconnects and errs in a loop gets one line a minute.
   const std::string source = peer_pid_ > 0 ? "pid " + std::to_string(peer_pid_) : "an unknown process";
-  const auto verdict = daemon_.client_warnings().admit(source);
+  const auto verdict = host_.client_warnings().admit(source);
   if (verdict.log)
     RS_LOG(warn, "session") << "client " << id_ << ": " << what << RepeatLimiter::left_out_text(verdict, source);
 }
 
 void ClientSession::protocol_error(const Status& status) {
   warn_limited(status.to_string() + "; closing the connection");
-  daemon_.metrics().error(observe::ErrorKind::kProtocol);
+  host_.metrics().error(observe::ErrorKind::kProtocol);
   // Request id 0 marks an error about the connection itself.
   send(wire::Completion{0, status});
   close_after_flush();
@@ -225,7 +225,7 @@ void ClientSession::protocol_error(const Status& status) {
     // The socket path leaves its job at once (read_loop ends); a channel
     // session reads doorbells until its replies are out, so leave now: the
     // job's other ranks get peer lost instead of waiting for the timeout.
-    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->daemon_.on_disconnect(self); });
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->host_.on_disconnect(self); });
   }
 }
 
@@ -239,7 +239,7 @@ asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> se
   for (;;) {
     boost::system::error_code ec;
     const transport::FrameRead read =
-        co_await transport::read_frame(read_exactly, body, daemon_.config().max_frame_bytes);
+        co_await transport::read_frame(read_exactly, body, limits_.max_frame_bytes);
     if (closed_) break;
     if (!read.bad_length.ok()) {
       protocol_error(read.bad_length);
@@ -257,7 +257,7 @@ asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> se
       break;
     }
     const bool hello = std::holds_alternative<wire::Hello>(*message);
-    Status handled = daemon_.on_message(self, std::move(message).value());
+    Status handled = host_.on_message(self, std::move(message).value());
     if (!handled.ok()) {
       protocol_error(handled);
       break;
@@ -272,7 +272,7 @@ asio::awaitable<void> ClientSession::read_loop(std::shared_ptr<ClientSession> se
       break;
     }
   }
-  daemon_.on_disconnect(self);
+  host_.on_disconnect(self);
 }
 
 asio::awaitable<void> ClientSession::serve_channel() {

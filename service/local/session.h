@@ -5,8 +5,11 @@
 // After a hello that asked for it, frames travel through a shared-memory
 // channel (common/shm_channel.h) both ways: the daemon drains the trainer's
 // ring when its doorbell rings on the socket and, while busy polling, on every
-// turn of the control loop (Daemon::poll_channels); replies go straight into
-// the other ring. The socket then carries doorbells, memfds and the end.
+// turn of the control loop (the daemon's poll_channels); replies go straight
+// into the other ring. The socket then carries doorbells, memfds and the end.
+//
+// The daemon is a SessionHost to its sessions: what a session hands up and
+// what it counts.
 #pragma once
 
 #include <utility>
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/repeat_limiter.h"
 #include "common/shm.h"
 #include "common/shm_channel.h"
 #include "common/status.h"
@@ -29,13 +33,31 @@
 #include "service/device/table.h"
 #include "service/local/buffer_table.h"
 #include "service/local/client_access.h"
+#include "service/observe/daemon_metrics.h"
 #include "service/transport/frame_queue.h"
 
-namespace ringsync::service {
-class Daemon;
-}  // namespace ringsync::service
-
 namespace ringsync::service::local {
+
+class ClientSession;
+
+// What a session hands up, and where it counts what it sees (the daemon).
+class SessionHost {
+ public:
+  virtual ~SessionHost() = default;
+  // A verified message from the client. A non-ok Status means the client
+  // broke the protocol: the session sends it and closes.
+  virtual Status on_message(const std::shared_ptr<ClientSession>& session, wire::Message message) = 0;
+  virtual void on_disconnect(const std::shared_ptr<ClientSession>& session) = 0;
+  virtual observe::DaemonMetrics& metrics() = 0;
+  // Warnings about misbehaving clients, at most one per client process a minute.
+  virtual RepeatLimiter& client_warnings() = 0;
+};
+
+// A session's bounds (--handshake-timeout, --max-frame-bytes).
+struct SessionLimits {
+  std::chrono::nanoseconds handshake_timeout{0};
+  std::uint64_t max_frame_bytes = 0;
+};
 
 class ClientSession : public std::enable_shared_from_this<ClientSession> {
  public:
@@ -43,7 +65,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   // Replies queued for a client that does not read, before it is disconnected.
   static constexpr std::size_t kMaxQueuedFrames = 65536;
 
-  ClientSession(Daemon& daemon, Socket socket, std::uint64_t id);
+  ClientSession(SessionHost& host, SessionLimits limits, Socket socket, std::uint64_t id);
 
   // Starts the reader and writer coroutines.
   void start();
@@ -81,7 +103,7 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
     std::int32_t pid = 0;
   };
   std::optional<Membership> membership;
-  // Whether the trainer is alive (Daemon::check_liveness): when it was last
+  // Whether the trainer is alive (the daemon's check_liveness): when it was last
   // heard, which request it said it waits for, what it has submitted and
   // not had answered, and since when its process is seen stopped.
   struct Liveness {
@@ -125,11 +147,12 @@ class ClientSession : public std::enable_shared_from_this<ClientSession> {
   void ring_doorbell_soon();  // after the handlers already queued
   void channel_corrupt(const Status& why);
   void protocol_error(const Status& status);
-  // Logs a warning about this client, rate-limited per process (Daemon::client_warnings).
+  // Logs a warning about this client, rate-limited per process (SessionHost::client_warnings).
   void warn_limited(const std::string& what);
   void arm_flush_deadline();
 
-  Daemon& daemon_;
+  SessionHost& host_;
+  SessionLimits limits_;
   Socket socket_;
   std::uint64_t id_;
   std::int32_t peer_pid_ = 0;
