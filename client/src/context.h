@@ -31,12 +31,10 @@ namespace ringsync::client {
 class Context {
  public:
   // Collectives up to this many bytes (per rank) are answered within
-  // microseconds: their waiting threads poll the full RINGSYNC_BUSY_POLL_US.
-  // Larger ones poll briefly: on a 2-vCPU machine (2 x 2 ranks, loopback) a
-  // 1 ms window made 8 B and 4 KiB allreduces faster (median 70 and 57 us
-  // against 90 and 91 with 50 us), 8 and 16 KiB no different, and 32 KiB
-  // slower (173 against 107 us): its waiting trainers took CPU from the
-  // daemon reducing and copying for them.
+  // microseconds: their waiting threads poll the full RINGSYNC_BUSY_POLL_US;
+  // larger ones poll briefly, or their polling takes the CPU the daemon needs
+  // to reduce and copy for them (docs/benchmarks-history.md, "Where an 8 B
+  // allreduce spends its time (2026-12-03)").
   static constexpr std::uint64_t kSoonBytes = 8 * 1024;
 
   // Connects and says hello. The daemon's refusal

@@ -29,44 +29,29 @@ struct UcxOptions {
   // (UCX_MM_ERROR_HANDLING). true allows them; false leaves UCX's setting, and
   // then same-host peers talk over tcp.
   bool shm_error_handling = true;
-  // UCX_TCP_CONN_NB: connect tcp endpoints without blocking. With this UCX's
-  // default (blocking), two nodes that connect to each other at the same moment
-  // (every bootstrap) intermittently get "connection refused": the endpoint
-  // cannot be created, or UCX aborts on an internal assertion. Measured: 2-4 %
-  // of two-process start-ups failed blocking, none of 900 non-blocking.
+  // UCX_TCP_CONN_NB: connect tcp endpoints without blocking. Blocking (UCX's
+  // default), two nodes connecting to each other at once (every bootstrap)
+  // sometimes get "connection refused" or an abort: 2-4 % of start-ups, none of
+  // 900 non-blocking.
   bool tcp_nonblocking_connect = true;
   // UCX_RNDV_THRESH=inf and UCX_ZCOPY_THRESH=inf when no RDMA link is possible
-  // (no verbs transport allowed, or no verbs device on this host) (each unless the environment sets it): every message goes eager,
-  // copied through UCX's buffers. Over tcp, rendezvous gains no zero copy (tcp
-  // has no get/put) but costs a request/reply handshake per message, and on a
-  // busy link that handshake queues behind the data already in flight: measured on
-  // a 1 Gbit/s shaped link, 64 MiB allreduces ran at 0.55 of the ring's bound
-  // with rendezvous and 0.91 without (docs/benchmarks.md). Eager zero-copy sends
-  // over tcp are off too: when the peer dies mid-send, this UCX (1.13) aborts the
-  // process on an internal assertion (uct_iface.h "comp->count > 0",
-  // ucp_proto_am_zcopy_completion), seen in test_ucx_failure. Unexpected eager
-  // messages: an eager send completes once written to the socket, so a node can
-  // run ahead of a neighbour that has not posted its receives yet by up to its
-  // first step's sends (which wait for no receive) — at most a segment of the
-  // buffer per link and operation, held in UCX's buffers until matched. Measured
-  // with 64 MiB allreduces on 2 nodes: at most 34 MiB private memory per daemon
-  // with 256 KiB segments, 17 MiB with UCX's 8 KiB ones; later, with the daemon
-  // keeping its heap (service/threads/heap.h), 47-60 MiB with 516 KiB
-  // segments against 56-57 MiB with 256 KiB ones (2 x 2 ranks).
+  // (no verbs transport allowed, or no verbs device here), each unless the
+  // environment sets it: every message goes eager. Over tcp, rendezvous gains
+  // no zero copy but its handshake queues behind the data in flight (64 MiB on
+  // a 1 Gbit/s link: 0.55 of the bound with it, 0.91 without;
+  // docs/benchmarks-history.md, "UCX over tcp, 2026-12-02"); eager zero copy
+  // aborts this UCX (1.13) when the peer dies mid-send (test_ucx_failure). The
+  // price: a node may run ahead of its neighbour's receives by its first
+  // step's sends, held in UCX's buffers (the footprint in docs/benchmarks.md).
   bool eager_without_rdma = true;
   // Where the kernel lists RDMA (verbs) devices: none there means no RDMA link,
   // whatever `transports` allows.
   std::string verbs_device_dir = "/sys/class/infiniband";
   // UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE when tcp may be used (neither when
-  // the environment sets one; 0 leaves UCX's 8 KiB / 64 KiB): the size of the
-  // fragments an eager message is cut into, one send() each. With 8 KiB a 512 KiB
-  // ring chunk takes 64 fragments; unshaped 32 MiB allreduces (2 hosts x 2 ranks)
-  // ran at 0.78 GB/s busbw with 8 KiB and 1.2-1.3 with 128 KiB to 512 KiB
-  // (docs/benchmarks.md). The daemon sizes the segment to its messages
-  // (tcp_segment_for): a 512 KiB ring chunk in 256 KiB segments made three
-  // fragments, the last a few bytes UCX's headers pushed out, and cost unshaped
-  // 64 MiB allreduces about an eighth of their time. The price: UCX's buffers
-  // are bigger (see above).
+  // the environment sets one; 0 leaves UCX's 8 KiB / 64 KiB): the fragments an
+  // eager message is cut into, one send() each. The daemon sizes them to its
+  // ring chunks (tcp_segment_for; docs/benchmarks-history.md, "Tcp segments of
+  // half a ring chunk (2026-12-05, evening)").
   std::size_t tcp_segment_bytes = 256 * 1024;
 };
 
@@ -79,16 +64,11 @@ inline constexpr std::size_t kTcpHeaderRoom = 4 * 1024;
 // go in fragments of this size, far beyond what one send() gains from.
 inline constexpr std::size_t kMaxTcpSegmentBytes = 65535 * 64;
 // The tcp segment that carries a message of up to `message_bytes` in two large
-// eager fragments, none left over (up to kMaxTcpSegmentBytes). Not one: UCX
-// completes a one-fragment send once it is copied into its buffer, before any
-// of it reached the kernel, so the time a link's sends are in flight (the link
-// metrics' send-busy time, which SlowLink reads) would miss the chunk's
-// transfer; on a loaded machine the shaped link of test_prometheus_dashboards
-// then looked as fast as the others. With two, a send completes once its first
-// half was written. Measured, unshaped 2 x 2: as fast as one fragment, both
-// faster than 256 KiB segments (docs/benchmarks.md). Every node of a ring must
-// use the same: UCX on a node whose receive segment is smaller than a peer's
-// fragments aborts.
+// eager fragments, none left over (up to kMaxTcpSegmentBytes). Two, not one:
+// UCX completes a one-fragment send once copied, before any of it reached the
+// kernel, and the link metrics' send-busy time (which SlowLink reads) would
+// miss the transfer. Every node of a ring must use the same (a smaller receive
+// segment than a peer's fragments aborts UCX).
 std::size_t tcp_segment_for(std::size_t message_bytes);
 
 // The RDMA (verbs) devices in `dir` (/sys/class/infiniband): mlx5_0, rxe0, ...
