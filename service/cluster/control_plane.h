@@ -1,5 +1,5 @@
 // What the parts of a formed ring hand each other: the control links as an
-// interface (so negotiation can be tested without sockets), and one planned
+// interface (so negotiation is tested without sockets: test_negotiator.cpp), and one planned
 // operation on its way from the plan to the answers.
 #pragma once
 

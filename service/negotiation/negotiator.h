@@ -8,7 +8,8 @@
 // Holds a tensor from "every local rank submitted it" until its plan or round
 // came: ring operations then go to the execution::Executor (Hooks::run), inline results
 // are copied out here. Knows the other nodes only as a cluster::ControlPlane, so it is
-// tested with in-process links. Control thread only.
+// tested with in-process links (tests/service/negotiation/test_negotiator.cpp).
+// Control thread only.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
