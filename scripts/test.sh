@@ -18,6 +18,17 @@ case "${1:-}" in
     ;;
   *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
 esac
+# Each stage says how long it took (the CI budget: docs in scripts/README.md).
+stage_start=$SECONDS
+stage() {
+  [ -z "${stage_name:-}" ] || echo "== ${stage_name}: $((SECONDS - stage_start)) s"
+  stage_name=$1
+  stage_start=$SECONDS
+  [ -z "$stage_name" ] || echo "== $stage_name"
+}
+trap 'stage ""' EXIT
+
+stage "Dependencies"
 scripts/install-deps.sh
 scripts/install-deploy-deps.sh   # the deployment tests' tools (tests/deploy)
 
@@ -25,18 +36,20 @@ scripts/install-deploy-deps.sh   # the deployment tests' tools (tests/deploy)
 # daemons, sockets, ports and network namespaces, and none has a wall-clock
 # bound tighter than a hang's (the image build runs alone: RUN_SERIAL).
 jobs=$(nproc)
-echo "== Release build and tests"
+stage "Release build"
 scripts/build.sh build
+stage "Release tests"
 (cd build && ctest -j "$jobs" --output-on-failure --timeout 600)
 
-echo "== ASan/UBSan build and tests"
+stage "ASan/UBSan build"
 # -O1 -g1 (line tables), as ASan's authors suggest: instrumented code at -O2 -g
 # takes over twice as long to compile, and the stack traces still name every
-# file and line.
+# file and line. The test files themselves build at -O0 (tests/CMakeLists.txt).
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGSYNC_SANITIZE=ON \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+stage "ASan/UBSan tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest -j "$jobs" --output-on-failure --timeout 900)
 
-echo "== Fuzzers (libFuzzer, clang 14): every decoder of outside bytes, 30 s each"
+stage "Fuzzers (libFuzzer, clang 14): every decoder of outside bytes, 30 s each"
 scripts/fuzz.sh build-fuzz
