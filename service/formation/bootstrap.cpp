@@ -248,164 +248,210 @@ asio::awaitable<Result<Joined>> Gathering::wait(std::shared_ptr<StopSource> stop
   co_return j;
 }
 
+// A worker's join, in its steps: reach node 0 (retried with backoff until the
+// join deadline), open the control stream (TLS or plain), then the handshake
+// (hello, the key's proofs both ways, node 0's acceptance, the roster).
+namespace {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+// One attempt to reach node 0: its name resolved and a connection made, by
+// the join deadline (a host that is down answers nothing: the connect must
+// end then rather than after the kernel's minutes of retries). An error is
+// worth another attempt; the caller checks for a stop.
+asio::awaitable<Result<tcp::socket>> connect_to_node0(const BootstrapConfig& c, TimePoint give_up, StopSource& stop) {
+  auto ex = co_await asio::this_coro::executor;
+  boost::system::error_code ec;
+  const std::string port = std::to_string(c.nodes[0].port ? c.nodes[0].port : cluster::kDefaultControlPort);
+  tcp::resolver resolver(ex);
+  stop.interrupt = [&resolver] { resolver.cancel(); };
+  auto endpoints = co_await resolver.async_resolve(c.nodes[0].host, port, asio::redirect_error(use_awaitable, ec));
+  stop.interrupt = nullptr;
+  if (ec || stop.requested) co_return Status::PeerLost(ec ? ec.message() : "stopped");
+  tcp::socket socket(ex);
+  asio::steady_timer connect_deadline(ex);
+  connect_deadline.expires_at(give_up);
+  connect_deadline.async_wait([&socket](boost::system::error_code wait_ec) {
+    boost::system::error_code ignored;
+    if (!wait_ec) socket.close(ignored);
+  });
+  stop.interrupt = [&socket] {
+    boost::system::error_code ignored;
+    socket.close(ignored);
+  };
+  co_await asio::async_connect(socket, endpoints, asio::redirect_error(use_awaitable, ec));
+  stop.interrupt = nullptr;
+  connect_deadline.cancel();
+  if (ec) co_return Status::PeerLost(ec.message());
+  co_return std::move(socket);
+}
+
+// The control stream over the connected socket: TLS when the job has it (its
+// handshake bounded by the proof timeout and the join deadline), else plain.
+asio::awaitable<Result<ControlStream>> open_stream(const BootstrapConfig& c, tcp::socket socket, TimePoint give_up,
+                                                   StopSource& stop) {
+  if (!c.tls) co_return ControlStream(std::move(socket));
+  const auto handshake_time = std::min<std::chrono::nanoseconds>(
+      c.proof_timeout,
+      std::max<std::chrono::nanoseconds>(give_up - std::chrono::steady_clock::now(), std::chrono::milliseconds(1)));
+  co_return co_await ControlStream::secure(std::move(socket), *c.tls, ControlStream::Role::kConnected, handshake_time,
+                                           &stop.interrupt);
+}
+
+// This node's hello, with a fresh nonce for the key challenge when the job has a key.
+Result<peer_wire::PeerHello> hello_of(const BootstrapConfig& c) {
+  peer_wire::PeerHello hello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
+                             static_cast<std::uint32_t>(c.nodes.size()), c.slots, {}, c.ucx_address, 0};
+  put(c.ring, hello);
+  if (!c.token.empty()) {
+    hello.nonce = auth_nonce();
+    if (hello.nonce.empty()) return Status::Internal("no random bytes for the key challenge (OpenSSL RAND_bytes)");
+  }
+  return hello;
+}
+
+// What node 0 has said so far in the handshake. Node 0 must prove it holds
+// the key before this node proves it does, and before the roster is
+// believed. The link's handlers hold it; the handshake waits on `done`.
+struct Handshake {
+  Handshake(const BootstrapConfig& c, const asio::any_io_executor& ex, std::string target, peer_wire::PeerHello hello)
+      : on_auth_failure(c.on_auth_failure), key(c.token), plain(!c.tls), target(std::move(target)),
+        hello(std::move(hello)), proven(c.token.empty()), done(ex, asio::steady_timer::time_point::max()) {}
+
+  void finish(Result<Joined> outcome) {
+    result = std::move(outcome);
+    done.cancel();
+  }
+  void refuse(const std::string& why) {
+    RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << why;
+    if (on_auth_failure) on_auth_failure();
+    finish(Status::InvalidArgument("refused node 0 at " + target + ": " + why));
+  }
+
+  void on_message(peer_wire::Message m) {
+    heard = true;
+    if (result) return;
+    if (auto* challenge = std::get_if<peer_wire::AuthChallenge>(&m)) return on_challenge(*challenge);
+    if (auto* reply = std::get_if<peer_wire::PeerHelloReply>(&m)) {
+      if (!reply->accepted) return finish(Status::InvalidArgument(target + " refused this node: " + reply->message));
+      if (!proven) refuse("it accepted this node without proving it holds the job's key (has node 0 no job token?)");
+    } else if (auto* roster = std::get_if<peer_wire::Roster>(&m)) {
+      if (!proven) return refuse("it sent a roster without proving it holds the job's key (has node 0 no job token?)");
+      Joined joined;
+      joined.epoch = roster->epoch;
+      joined.ucx_addresses.resize(roster->entries.size());
+      for (auto& e : roster->entries)
+        if (e.node_rank < roster->entries.size()) joined.ucx_addresses[e.node_rank] = std::move(e.ucx_address);
+      joined.coordinator = link.lock();
+      finish(std::move(joined));
+    }
+  }
+
+  void on_challenge(const peer_wire::AuthChallenge& challenge) {
+    if (key.empty())
+      return refuse("it asks for a proof of the job's key, and this node has none (give every node the job's "
+                    "token: --job-token-file or RINGSYNC_JOB_TOKEN)");
+    if (proven) return refuse("it challenged this node twice");
+    const AuthTranscript auth{hello.job_id, hello.num_nodes, hello.node_rank, hello.ucx_address, hello.nonce,
+                              challenge.nonce};
+    if (challenge.nonce.size() != kAuthNonceBytes ||
+        !same_proof(challenge.proof, auth_proof(key, AuthRole::kCoordinator, auth)))
+      return refuse("it could not prove it holds the job's key (another job there, or another --job-token)");
+    proven = true;
+    if (auto l = link.lock()) l->send(peer_wire::AuthProof{auth_proof(key, AuthRole::kWorker, auth)});
+  }
+
+  void on_closed(const Status& why) {
+    if (result) return;
+    // A node 0 with TLS closes a plain-text hello at once; and under TLS 1.3
+    // it checks this node's certificate after this side's handshake ended,
+    // so a refusal shows here, as a closed link.
+    const std::string hint = heard   ? ""
+                             : plain ? "; if node 0 runs with TLS (--tls-cert, --tls-key, --tls-ca), give this node "
+                                       "the same flags"
+                                     : "; node 0 may have refused this node's certificate (is it signed by the CA "
+                                       "of node 0's --tls-ca?)";
+    finish(Status::PeerLost(target + " closed the connection while forming the ring: " + why.message() + hint));
+  }
+
+  std::function<void()> on_auth_failure;
+  std::string key;
+  bool plain;
+  std::string target;
+  peer_wire::PeerHello hello;
+  std::weak_ptr<PeerLink> link;
+  bool proven;         // node 0 proved it holds the key (or the job has none)
+  bool heard = false;  // any frame from node 0
+  std::optional<Result<Joined>> result;
+  asio::steady_timer done;  // cancelled once `result` is set
+};
+
+// Over an open stream to node 0: the handshake, by the join deadline.
+asio::awaitable<Result<Joined>> handshake(const BootstrapConfig& c, ControlStream stream, TimePoint give_up,
+                                          StopSource& stop, const std::string& target) {
+  auto ex = co_await asio::this_coro::executor;
+  Result<peer_wire::PeerHello> hello = hello_of(c);
+  if (!hello.ok()) co_return hello.status();
+  auto link = std::make_shared<PeerLink>(std::move(stream), "node 0 at " + target);
+  auto state = std::make_shared<Handshake>(c, ex, target, *hello);
+  state->link = link;
+  link->start([state](peer_wire::Message m) { state->on_message(std::move(m)); },
+              [state](const Status& why) { state->on_closed(why); });
+  link->send(*hello);
+  asio::steady_timer deadline(ex);
+  deadline.expires_at(give_up);
+  deadline.async_wait([state](boost::system::error_code wait_ec) {
+    if (!wait_ec) state->done.cancel();
+  });
+  stop.interrupt = [state] { state->done.cancel(); };
+  boost::system::error_code wait_ec;
+  co_await state->done.async_wait(asio::redirect_error(use_awaitable, wait_ec));
+  stop.interrupt = nullptr;
+  deadline.cancel();
+  if (stop.requested && !(state->result && state->result->ok())) {
+    link->close(stopped());
+    co_return stopped();
+  }
+  if (!state->result) {
+    link->close(Status::Timeout("ring not formed"));
+    co_return Status::Timeout("joined " + target + " but the ring did not form within " +
+                              units::format_seconds(c.join_timeout) + " (other nodes missing?)");
+  }
+  if (!state->result->ok()) link->close(state->result->status());
+  link->set_handlers({}, {});  // they hold `state`; the caller sets its own
+  co_return std::move(*state->result);
+}
+
+}  // namespace
+
 asio::awaitable<Result<Joined>> join(const BootstrapConfig& c, std::shared_ptr<StopSource> stop) {
   note_unauthenticated(c);
   auto ex = co_await asio::this_coro::executor;
   const auto give_up = std::chrono::steady_clock::now() + c.join_timeout;
   const std::string target = cluster::control_address(c.nodes[0]);
   auto backoff = std::chrono::milliseconds(50);
-  std::string last_error = "no attempt";
-  tcp::resolver resolver(ex);
   for (;;) {
     if (stop->requested) co_return stopped();
-    boost::system::error_code ec;
-    const std::string port = std::to_string(c.nodes[0].port ? c.nodes[0].port : cluster::kDefaultControlPort);
-    stop->interrupt = [&resolver] { resolver.cancel(); };
-    auto endpoints = co_await resolver.async_resolve(c.nodes[0].host, port,
-                                                     asio::redirect_error(use_awaitable, ec));
-    stop->interrupt = nullptr;
+    Result<tcp::socket> socket = co_await connect_to_node0(c, give_up, *stop);
     if (stop->requested) co_return stopped();
-    tcp::socket socket(ex);
-    if (!ec) {
-      // A host that is down answers nothing: the connect must end at the
-      // join deadline rather than after the kernel's minutes of retries.
-      asio::steady_timer connect_deadline(ex);
-      connect_deadline.expires_at(give_up);
-      connect_deadline.async_wait([&socket](boost::system::error_code wait_ec) {
-        boost::system::error_code ignored;
-        if (!wait_ec) socket.close(ignored);
-      });
-      stop->interrupt = [&socket] {
-        boost::system::error_code ignored;
-        socket.close(ignored);
-      };
-      co_await asio::async_connect(socket, endpoints, asio::redirect_error(use_awaitable, ec));
-      stop->interrupt = nullptr;
-      connect_deadline.cancel();
-      if (stop->requested) co_return stopped();
-    }
-    if (!ec) {
-      const auto handshake_time = std::min<std::chrono::nanoseconds>(
-          c.proof_timeout, std::max<std::chrono::nanoseconds>(give_up - std::chrono::steady_clock::now(),
-                                                              std::chrono::milliseconds(1)));
-      Result<ControlStream> stream = Status::Closed("not connected");
-      if (c.tls)
-        stream = co_await ControlStream::secure(std::move(socket), *c.tls, ControlStream::Role::kConnected,
-                                                handshake_time, &stop->interrupt);
-      else
-        stream = ControlStream(std::move(socket));
+    if (socket.ok()) {
+      Result<ControlStream> stream = co_await open_stream(c, std::move(socket).value(), give_up, *stop);
       if (stop->requested) co_return stopped();
       if (!stream.ok()) {
         RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << stream.status().message();
         if (c.on_auth_failure) c.on_auth_failure();
         co_return Status(stream.status().code(), "refused node 0 at " + target + ": " + stream.status().message());
       }
-      auto link = std::make_shared<PeerLink>(std::move(stream).value(), "node 0 at " + target);
-      auto result = std::make_shared<std::optional<Result<Joined>>>();
-      auto joined = std::make_shared<Joined>();
-      auto done = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
-      peer_wire::PeerHello hello{peer_wire::kProtocolVersion, c.job_id, c.node_rank,
-                                 static_cast<std::uint32_t>(c.nodes.size()), c.slots, {}, c.ucx_address, 0};
-      put(c.ring, hello);
-      if (!c.token.empty()) {
-        hello.nonce = auth_nonce();
-        if (hello.nonce.empty()) co_return Status::Internal("no random bytes for the key challenge (OpenSSL RAND_bytes)");
-      }
-      // Node 0 must prove it holds the key before this node proves it does,
-      // and before the roster is believed.
-      auto proven = std::make_shared<bool>(c.token.empty());
-      auto heard = std::make_shared<bool>(false);  // any frame from node 0
-      const auto fail_auth = [on_failure = c.on_auth_failure, result, done, target](const std::string& why) {
-        RS_LOG(warn, "ring") << "refused node 0 at " << target << ": " << why;
-        if (on_failure) on_failure();
-        *result = Status::InvalidArgument("refused node 0 at " + target + ": " + why);
-        done->cancel();
-      };
-      std::weak_ptr<PeerLink> weak = link;
-      link->start(
-          [weak, result, joined, done, target, proven, heard, fail_auth, key = c.token, hello](peer_wire::Message m) {
-            *heard = true;
-            if (*result) return;
-            if (auto* challenge = std::get_if<peer_wire::AuthChallenge>(&m)) {
-              if (key.empty())
-                return fail_auth("it asks for a proof of the job's key, and this node has none (give every node "
-                                 "the job's token: --job-token-file or RINGSYNC_JOB_TOKEN)");
-              if (*proven) return fail_auth("it challenged this node twice");
-              const AuthTranscript auth{hello.job_id,      hello.num_nodes, hello.node_rank,
-                                        hello.ucx_address, hello.nonce,     challenge->nonce};
-              if (challenge->nonce.size() != kAuthNonceBytes ||
-                  !same_proof(challenge->proof, auth_proof(key, AuthRole::kCoordinator, auth)))
-                return fail_auth("it could not prove it holds the job's key (another job there, or another "
-                                 "--job-token)");
-              *proven = true;
-              if (auto link = weak.lock()) link->send(peer_wire::AuthProof{auth_proof(key, AuthRole::kWorker, auth)});
-            } else if (auto* reply = std::get_if<peer_wire::PeerHelloReply>(&m)) {
-              if (!reply->accepted) {
-                *result = Status::InvalidArgument(target + " refused this node: " + reply->message);
-                done->cancel();
-              } else if (!*proven) {
-                fail_auth("it accepted this node without proving it holds the job's key (has node 0 no job token?)");
-              }
-            } else if (auto* roster = std::get_if<peer_wire::Roster>(&m)) {
-              if (!*proven)
-                return fail_auth("it sent a roster without proving it holds the job's key (has node 0 no job "
-                                 "token?)");
-              joined->epoch = roster->epoch;
-              joined->ucx_addresses.resize(roster->entries.size());
-              for (auto& e : roster->entries)
-                if (e.node_rank < roster->entries.size())
-                  joined->ucx_addresses[e.node_rank] = std::move(e.ucx_address);
-              joined->coordinator = weak.lock();
-              *result = std::move(*joined);
-              done->cancel();
-            }
-          },
-          [result, done, target, heard, plain = !c.tls](const Status& why) {
-            if (*result) return;
-            // A node 0 with TLS closes a plain-text hello at once; and under
-            // TLS 1.3 it checks this node's certificate after this side's
-            // handshake ended, so a refusal shows here, as a closed link.
-            const std::string hint = *heard ? ""
-                                     : plain ? "; if node 0 runs with TLS (--tls-cert, --tls-key, --tls-ca), give "
-                                             "this node the same flags"
-                                             : "; node 0 may have refused this node's certificate (is it signed by "
-                                             "the CA of node 0's --tls-ca?)";
-            *result = Status::PeerLost(target + " closed the connection while forming the ring: " + why.message() +
-                                       hint);
-            done->cancel();
-          });
-      link->send(hello);
-      asio::steady_timer deadline(ex);
-      deadline.expires_at(give_up);
-      deadline.async_wait([done](boost::system::error_code wait_ec) {
-        if (!wait_ec) done->cancel();
-      });
-      stop->interrupt = [done] { done->cancel(); };
-      boost::system::error_code wait_ec;
-      co_await done->async_wait(asio::redirect_error(use_awaitable, wait_ec));
-      stop->interrupt = nullptr;
-      deadline.cancel();
-      if (stop->requested && !(*result && (*result)->ok())) {
-        link->close(stopped());
-        co_return stopped();
-      }
-      if (!*result) {
-        link->close(Status::Timeout("ring not formed"));
-        co_return Status::Timeout("joined " + target + " but the ring did not form within " +
-                                  units::format_seconds(c.join_timeout) + " (other nodes missing?)");
-      }
-      if (!(*result)->ok()) link->close((*result)->status());
-      link->set_handlers({}, {});  // they hold `result`; the caller sets its own
-      co_return std::move(**result);
+      co_return co_await handshake(c, std::move(stream).value(), give_up, *stop, target);
     }
-    last_error = ec.message();
     if (std::chrono::steady_clock::now() + backoff > give_up)
       co_return Status::Timeout("node 0 at " + target + " did not accept within " +
-                                units::format_seconds(c.join_timeout) + ": " + last_error +
+                                units::format_seconds(c.join_timeout) + ": " + socket.status().message() +
                                 "; is its ringsyncd running and reachable?");
     asio::steady_timer wait(ex);
     wait.expires_after(backoff);
     stop->interrupt = [&wait] { wait.cancel(); };
+    boost::system::error_code ec;
     co_await wait.async_wait(asio::redirect_error(use_awaitable, ec));
     stop->interrupt = nullptr;
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
