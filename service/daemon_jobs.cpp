@@ -8,6 +8,7 @@
 #include "common/version.h"
 #include "service/daemon.h"
 #include "service/device/service.h"
+#include "service/local/admission.h"
 
 namespace ringsync::service {
 
@@ -45,43 +46,14 @@ Status Daemon::on_hello(const std::shared_ptr<local::ClientSession>& session, co
     session->close_after_flush();
     return Status::Ok();
   };
-  if (hello.protocol_version != wire::kProtocolVersion)
-    return refuse(Status::ProtocolError(
-        "client protocol version " + std::to_string(hello.protocol_version) +
-        " is not supported by ringsyncd " + kVersion + " (protocol " +
-        std::to_string(wire::kProtocolVersion) + "); use a matching client library"));
-  if (hello.local_size == 0 || hello.local_size > config_.max_job_ranks)
-    return refuse(Status::InvalidArgument("local size " + std::to_string(hello.local_size) +
-                                          " is out of range [1, " + std::to_string(config_.max_job_ranks) +
-                                          "] (this ringsyncd's --max-job-ranks)"));
-  if (hello.job_id.size() > 256) return refuse(Status::InvalidArgument("job id is longer than 256 bytes"));
+  if (Status checked = local::check_hello(hello, config_.max_job_ranks, kVersion); !checked.ok())
+    return refuse(checked);
   const local::Credentials& who = session->credentials();
-  if (Status allowed = config_.access.admit(who); !allowed.ok()) {
-    metrics_.error(observe::ErrorKind::kAuth);
-    return refuse(allowed);
+  if (local::Admitted admitted = local::admit({config_.access, kept_, jobs_, config_.max_jobs}, hello.job_id, who);
+      !admitted.status.ok()) {
+    if (admitted.about_who) metrics_.error(observe::ErrorKind::kAuth);
+    return refuse(admitted.status);
   }
-  const bool new_job = jobs_.find(hello.job_id) == jobs_.end();
-  // States kept for a job outlive its ranks here: they stay their user's.
-  if (const auto keeper = kept_.owner(hello.job_id); new_job && keeper && *keeper != who.uid) {
-    metrics_.error(observe::ErrorKind::kAuth);
-    return refuse(Status::InvalidArgument("job '" + hello.job_id + "' has states kept on this ringsyncd by uid " +
-                                          std::to_string(*keeper) + ", not by uid " + std::to_string(who.uid) +
-                                          "; give this job an id of its own (RINGSYNC_JOB_ID)"));
-  }
-  // A job belongs to the user whose trainer made it: another user's trainers
-  // cannot attach to it (nor read its buffers or kept state through it).
-  if (!new_job && jobs_.at(hello.job_id).owner_uid != who.uid) {
-    metrics_.error(observe::ErrorKind::kAuth);
-    return refuse(Status::InvalidArgument("job '" + hello.job_id + "' on this ringsyncd belongs to uid " +
-                                          std::to_string(jobs_.at(hello.job_id).owner_uid) + ", not to uid " +
-                                          std::to_string(who.uid) +
-                                          "; give this job an id of its own (RINGSYNC_JOB_ID)"));
-  }
-  if (new_job && jobs_.size() >= config_.max_jobs)
-    return refuse(Status::InvalidArgument("this ringsyncd serves " + std::to_string(jobs_.size()) +
-                                          " jobs already, its limit (--max-jobs " +
-                                          std::to_string(config_.max_jobs) + "); job '" + hello.job_id +
-                                          "' is refused: wait for a job to end, or raise --max-jobs"));
 
   cluster::JobRing* ring = ring_of(hello.job_id);
   const bool undescribed = hello.num_nodes == 0 && hello.nodes.empty() && hello.rendezvous.empty();
