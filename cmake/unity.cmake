@@ -11,5 +11,9 @@ option(RINGSYNC_UNITY "Build each target's sources 8 to a unit (faster builds)" 
 function(ringsync_unity target)
   if(RINGSYNC_UNITY)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+    # GCC takes a source included into a unit for a header, and warns when a
+    # coroutine's frame holds a type of that source's anonymous namespace
+    # ("has no linkage"): true of a header, not of a unit.
+    target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:GNU>:-Wno-subobject-linkage>)
   endif()
 endfunction()
