@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite: the Release
-# build, then the unit and integration tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer, then a short run of every fuzzer (fuzz/). Exits
-# non-zero when any test fails.
+# Installs what is missing, builds, and runs the whole test suite, each test
+# once where it checks most: on the Release build the unit tier and the tests
+# a sanitizer build cannot run (CTest label `unsanitized`: Python, deployment,
+# dashboards); on an AddressSanitizer + UndefinedBehaviorSanitizer build every
+# other test, the unit tier again and the system tests with their daemons;
+# then a short run of every fuzzer (fuzz/). Exits non-zero when any test fails.
 #
 #   scripts/test.sh          the whole suite (what CI runs)
+#   scripts/test.sh --twice  the same, with every system test on the Release
+#                            build too (about 7 minutes more on 2 cores)
 #   scripts/test.sh --fast   the Release build and the unit tier only (CTest
 #                            label `unit`, about a minute): the edit-compile-test loop
 set -euo pipefail
 cd "$(dirname "$0")/.."
+release_tests='unit|unsanitized'
 case "${1:-}" in
   "") ;;
+  --twice) release_tests='.' ;;
   --fast)
     scripts/install-deps.sh
     scripts/build.sh build
     cd build && exec ctest -L unit -j "$(nproc)" --output-on-failure --timeout 600
     ;;
-  *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
+  *) echo "usage: scripts/test.sh [--fast | --twice]" >&2; exit 2 ;;
 esac
 # Each stage says how long it took (the CI budget: docs in scripts/README.md).
 stage_start=$SECONDS
@@ -38,8 +44,8 @@ scripts/install-deploy-deps.sh   # the deployment tests' tools (tests/deploy)
 jobs=$(nproc)
 stage "Release build"
 scripts/build.sh build
-stage "Release tests"
-(cd build && ctest -j "$jobs" --output-on-failure --timeout 600)
+stage "Release tests (labels: $release_tests)"
+(cd build && ctest -L "$release_tests" -j "$jobs" --output-on-failure --timeout 600)
 
 stage "ASan/UBSan build"
 # -O1 -g1 (line tables), as ASan's authors suggest: instrumented code at -O2 -g
