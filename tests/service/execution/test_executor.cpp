@@ -16,6 +16,7 @@
 #include "common/metrics.h"
 #include "service/borrowed_transport.h"
 #include "service/execution/executor.h"
+#include "service/one_rank_collective.h"
 #include "service/transport/in_process.h"
 
 namespace test_service_execution_executor {
@@ -105,19 +106,9 @@ struct Job {
       for (std::size_t t = 0; t < names.size(); ++t) {
         planned->op.names.push_back(names[t]);
         planned->op.counts.push_back(data[n][t].size());
-        local::PendingCollective p;
-        p.name = names[t];
-        p.job_id = "j";
-        p.present = {true};
-        local::Submission s;
-        s.request.kind = kind;
-        s.request.name = names[t];
-        s.request.count = data[n][t].size();
-        auto* d = reinterpret_cast<std::byte*>(data[n][t].data());
-        s.where = collective::Contribution{d, d};
-        s.complete = [&answers, n, t](const Status& status) { answers[n][t] = status; };
-        p.submissions.push_back(std::move(s));
-        planned->tensors.push_back(std::move(p));
+        planned->tensors.push_back(
+            test::one_rank_collective(kind, names[t], data[n][t].data(), data[n][t].size(),
+                                      [&answers, n, t](const Status& status) { answers[n][t] = status; }));
         planned->ready_at.push_back(Clock::now());
       }
       nodes[n].executor->submit(std::move(planned));
@@ -217,17 +208,10 @@ TEST_CASE("executor: a barrier is its plan; other kinds take their ring task") {
   for (std::uint32_t n = 0; n < 2; ++n) {
     auto planned = std::make_shared<cluster::PlannedOperation>();
     planned->op = peer_wire::Operation{2, wire::CollectiveKind::kBroadcast, DType::kF32, ReduceOp::kSum, 1, {"c"}, {5000}, {}};
-    local::PendingCollective p;
-    p.name = "c";
-    p.present = {true};
-    local::Submission s;
-    s.request.kind = wire::CollectiveKind::kBroadcast;
-    s.request.count = 5000;
-    s.request.root = 1;
-    auto* d = reinterpret_cast<std::byte*>(data[n][0].data());
-    s.where = collective::Contribution{d, d};
-    s.complete = [&cast, n](const Status& status) { cast[n][0] = status; };
-    p.submissions.push_back(std::move(s));
+    local::PendingCollective p = test::one_rank_collective(
+        wire::CollectiveKind::kBroadcast, "c", data[n][0].data(), 5000,
+        [&cast, n](const Status& status) { cast[n][0] = status; });
+    p.submissions[0].request.root = 1;
     planned->tensors.push_back(std::move(p));
     planned->ready_at.push_back(Clock::now());
     job.nodes[n].executor->submit(std::move(planned));
@@ -248,16 +232,9 @@ TEST_CASE("executor: a ring lost with operations queued fails them at once with 
     auto planned = std::make_shared<cluster::PlannedOperation>();
     planned->op = peer_wire::Operation{k, wire::CollectiveKind::kAllreduce, DType::kF32, ReduceOp::kSum, 0,
                                        {"t" + std::to_string(k)}, {100000}, {}};
-    local::PendingCollective p;
-    p.name = "t" + std::to_string(k);
-    p.present = {true};
-    local::Submission s;
-    s.request.count = 100000;
-    auto* d = reinterpret_cast<std::byte*>(data[0][0].data());
-    s.where = collective::Contribution{d, d};
-    s.complete = [&answers](const Status& status) { answers[0][0] = status; };
-    p.submissions.push_back(std::move(s));
-    planned->tensors.push_back(std::move(p));
+    planned->tensors.push_back(test::one_rank_collective(
+        wire::CollectiveKind::kAllreduce, "t" + std::to_string(k), data[0][0].data(), 100000,
+        [&answers](const Status& status) { answers[0][0] = status; }));
     planned->ready_at.push_back(Clock::now());
     job.nodes[0].executor->submit(std::move(planned));
   }

@@ -17,6 +17,7 @@
 #include "common/metrics.h"
 #include "common/peer_wire.h"
 #include "service/negotiation/negotiator.h"
+#include "service/one_rank_collective.h"
 
 namespace test_service_negotiation_negotiator {
 
@@ -124,22 +125,10 @@ struct Job {
   // Every node's one rank submitted an f32 allreduce `name` of `values` (in place).
   void allreduce(const std::string& name, std::vector<std::vector<float>>& values,
                  std::vector<std::optional<Status>>& answers) {
-    for (std::uint32_t n = 0; n < nodes.size(); ++n) {
-      local::PendingCollective p;
-      p.name = name;
-      p.job_id = "j";
-      p.present = {true};
-      p.first_submit = Clock::now();
-      local::Submission s;
-      s.request.kind = wire::CollectiveKind::kAllreduce;
-      s.request.name = name;
-      s.request.count = values[n].size();
-      auto* data = reinterpret_cast<std::byte*>(values[n].data());
-      s.where = collective::Contribution{data, data};
-      s.complete = [&answers, n](const Status& status) { answers[n] = status; };
-      p.submissions.push_back(std::move(s));
-      nodes[n].negotiator->local_ready(std::move(p));
-    }
+    for (std::uint32_t n = 0; n < nodes.size(); ++n)
+      nodes[n].negotiator->local_ready(test::one_rank_collective(
+          wire::CollectiveKind::kAllreduce, name, values[n].data(), values[n].size(),
+          [&answers, n](const Status& status) { answers[n] = status; }));
   }
   void settle() {
     for (int i = 0; i < 200 && io.poll() > 0; ++i) {
@@ -178,39 +167,17 @@ TEST_CASE("negotiator: every node plans the same operations in the same order, n
   for (int t = 0; t < 3; ++t) data.push_back(ones(3, 1000));
   // Node 2 readies them in another order than nodes 0 and 1.
   for (int t : {0, 1, 2}) {
-    for (std::uint32_t n = 0; n < 2; ++n) {
-      local::PendingCollective p;
-      p.name = "t" + std::to_string(t);
-      p.job_id = "j";
-      p.present = {true};
-      local::Submission s;
-      s.request.kind = wire::CollectiveKind::kAllreduce;
-      s.request.name = p.name;
-      s.request.count = 1000;
-      auto* d = reinterpret_cast<std::byte*>(data[t][n].data());
-      s.where = collective::Contribution{d, d};
-      s.complete = [&answers, t, n](const Status& st) { answers[t][n] = st; };
-      p.submissions.push_back(std::move(s));
-      job.nodes[n].negotiator->local_ready(std::move(p));
-    }
+    for (std::uint32_t n = 0; n < 2; ++n)
+      job.nodes[n].negotiator->local_ready(
+          test::one_rank_collective(wire::CollectiveKind::kAllreduce, "t" + std::to_string(t), data[t][n].data(), 1000,
+                                    [&answers, t, n](const Status& st) { answers[t][n] = st; }));
   }
   job.settle();
   for (const Node& node : job.nodes) CHECK(node.planned.empty());  // node 2 has none of them yet
-  for (int t : {2, 0, 1}) {
-    local::PendingCollective p;
-    p.name = "t" + std::to_string(t);
-    p.job_id = "j";
-    p.present = {true};
-    local::Submission s;
-    s.request.kind = wire::CollectiveKind::kAllreduce;
-    s.request.name = p.name;
-    s.request.count = 1000;
-    auto* d = reinterpret_cast<std::byte*>(data[t][2].data());
-    s.where = collective::Contribution{d, d};
-    s.complete = [&answers, t](const Status& st) { answers[t][2] = st; };
-    p.submissions.push_back(std::move(s));
-    job.nodes[2].negotiator->local_ready(std::move(p));
-  }
+  for (int t : {2, 0, 1})
+    job.nodes[2].negotiator->local_ready(
+        test::one_rank_collective(wire::CollectiveKind::kAllreduce, "t" + std::to_string(t), data[t][2].data(), 1000,
+                                  [&answers, t](const Status& st) { answers[t][2] = st; }));
   job.settle();
   const std::vector<std::string> order = names_of(job.nodes[0]);
   CHECK(order.size() == 3);
