@@ -50,7 +50,7 @@ inline void check_all_equal(const Outcome& out, const Bytes& expected) {
     CAPTURE(r);
     CHECK(out.states[r] == TaskState::kDone);
     CHECK(out.statuses[r].ok());
-    CHECK(out.buffers[r] == expected);
+    CHECK(same_bytes(out.buffers[r], expected));
   }
 }
 
