@@ -9,10 +9,13 @@
 
 #include "service/local/pending_collective.h"
 
-namespace ringsync::service::test {
+namespace ringsync::test {
 
-inline local::PendingCollective one_rank_collective(wire::CollectiveKind kind, const std::string& name, float* data,
-                                                    std::size_t count, std::function<void(const Status&)> done) {
+using namespace ringsync::service;
+
+inline local::PendingCollective one_rank_collective(wire::CollectiveKind kind, const std::string& name,
+                                                    collective::Contribution where, std::size_t count,
+                                                    std::function<void(const Status&)> done) {
   local::PendingCollective p;
   p.name = name;
   p.job_id = "j";
@@ -22,11 +25,18 @@ inline local::PendingCollective one_rank_collective(wire::CollectiveKind kind, c
   s.request.kind = kind;
   s.request.name = name;
   s.request.count = count;
-  auto* bytes = reinterpret_cast<std::byte*>(data);
-  s.where = collective::Contribution{bytes, bytes};
+  s.where = where;
+  s.submitted = p.first_submit;
   s.complete = std::move(done);
   p.submissions.push_back(std::move(s));
   return p;
 }
 
-}  // namespace ringsync::service::test
+// The same, in place on host floats.
+inline local::PendingCollective one_rank_collective(wire::CollectiveKind kind, const std::string& name, float* data,
+                                                    std::size_t count, std::function<void(const Status&)> done) {
+  auto* bytes = reinterpret_cast<std::byte*>(data);
+  return one_rank_collective(kind, name, collective::Contribution{bytes, bytes}, count, std::move(done));
+}
+
+}  // namespace ringsync::test

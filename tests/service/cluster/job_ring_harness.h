@@ -21,6 +21,7 @@
 #include "service/device/staging.h"
 #include "service/formation/control_listener.h"
 #include "service/host_device_backend.h"
+#include "service/one_rank_collective.h"
 #include "service/transport/in_process.h"
 #include "service/transport/test_drop.h"
 
@@ -158,22 +159,12 @@ struct Job {
   // one rank; `done` runs when the job answers it.
   void submit(int node, const std::string& name, std::size_t count, collective::Contribution where, wire::Memory memory,
               std::shared_ptr<device::DeviceStaging> staging, std::function<void(const Status&)> done) {
-    local::PendingCollective p;
-    p.name = name;
-    p.job_id = "j";
-    p.present = {true};
-    p.first_submit = Clock::now();
-    local::Submission s;
-    s.request.kind = wire::CollectiveKind::kAllreduce;
-    s.request.memory = memory;
-    s.request.name = name;
-    s.request.dtype = DType::kF32;
-    s.request.op = ReduceOp::kSum;
-    s.request.count = count;
-    s.where = where;
-    s.submitted = Clock::now();
-    s.complete = std::move(done);
-    p.submissions.push_back(std::move(s));
+    local::PendingCollective p =
+        one_rank_collective(wire::CollectiveKind::kAllreduce, name, where, count, std::move(done));
+    wire::Collective& request = p.submissions.front().request;
+    request.memory = memory;
+    request.dtype = DType::kF32;
+    request.op = ReduceOp::kSum;
     p.staging = std::move(staging);
     nodes[node].ring->local_ready(std::move(p));
   }
