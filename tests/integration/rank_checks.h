@@ -40,15 +40,22 @@ void expect_ok(rs_status_t s, const char* what);
 // pointer is read, and argument evaluation order is unspecified.
 rs_status_t finish(rs_status_t submitted, rs_request_t** request_slot, const char* what);
 
-// Rank r's deterministic input of `count` elements (see rank_checks.cpp).
-std::vector<std::byte> input(int rank, std::size_t count, DType dtype, ReduceOp op, std::uint32_t salt);
+// Writes rank r's deterministic input of `count` elements to `out` (see rank_checks.cpp).
+void fill_input(std::byte* out, int rank, std::size_t count, DType dtype, ReduceOp op, std::uint32_t salt);
 
-// Buffers for one check: shared memory from the daemon, or plain heap memory.
+// At least `bytes` of memory that stays this slot's from one check to the
+// next: a rank checks the same large sizes again and again, and under the
+// sanitizers first touches of fresh pages (ASan maps every large block anew)
+// were half of its time.
+std::byte* scratch(std::size_t slot, std::size_t bytes);
+
+// Buffers for one check: shared memory from the daemon, or plain heap memory
+// (scratch slots); either filled with 0xA5 bytes, neither zero nor a result.
 struct Buffers {
   rs_context_t* ctx;
   bool shared;
   std::vector<void*> owned;
-  std::vector<std::vector<std::byte>> heap;
+  std::size_t heap_used = 0;
   void* get(std::size_t bytes);
   ~Buffers();
 };
