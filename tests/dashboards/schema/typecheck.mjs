@@ -37,6 +37,9 @@ export function typecheck(inputs, workDir) {
       module: 'esnext',
       moduleResolution: 'bundler',
       types: [],
+      // Grafana's own declaration files are not ours to check: the dashboards
+      // are still checked against every type they declare.
+      skipLibCheck: true,
     },
     include: ['*.ts'],
   }, null, 2));
