@@ -17,8 +17,11 @@ enum class CollectiveKind : std::uint8_t {
   kBarrier,
   kReduceScatter,
   kAlltoall,
+  kReduce,   // to a root
+  kGather,   // to a root
+  kScatter,  // from a root
 };
-inline constexpr CollectiveKind kLastCollectiveKind = CollectiveKind::kAlltoall;
+inline constexpr CollectiveKind kLastCollectiveKind = CollectiveKind::kScatter;
 // Whether a byte off the wire names a kind.
 inline constexpr bool is_collective_kind(std::uint8_t raw) {
   return raw <= static_cast<std::uint8_t>(kLastCollectiveKind);
@@ -27,8 +30,14 @@ inline constexpr bool is_collective_kind(std::uint8_t raw) {
 // Whose send buffers a collective reads.
 enum class Senders : std::uint8_t {
   kNone,  // no data at all (barrier)
-  kRoot,  // the root's only (broadcast)
+  kRoot,  // the root's only (broadcast, scatter)
   kAll,   // every rank's
+};
+
+// Whose receive buffers a collective writes (the others may pass none).
+enum class Receivers : std::uint8_t {
+  kAll,   // every rank's
+  kRoot,  // the root's only (reduce, gather)
 };
 
 // What "in place" means for one rank's send and receive buffers.
@@ -42,6 +51,7 @@ enum class InPlace : std::uint8_t {
 struct KindTraits {
   const char* name;  // "allreduce", "reduce_scatter": metric labels and messages
   Senders senders;
+  Receivers receivers;
   bool reduces;        // applies a reduction operator: its op matters
   bool rooted;         // has a root: its root matters
   bool send_per_rank;  // the send buffer holds `count` elements for every rank
@@ -67,8 +77,10 @@ inline bool reduces_to_all(CollectiveKind kind) { return traits(kind).reduces &&
 inline bool moves_data(CollectiveKind kind) { return traits(kind).senders != Senders::kNone; }
 
 // Elements one rank's send and receive buffers hold in a collective of
-// `count` (the count its call passes) among `ranks` ranks: allgather receives
-// count per rank, reduce-scatter sends count per rank, alltoall both.
+// `count` (the count its call passes) among `ranks` ranks: allgather and
+// gather receive count per rank, reduce-scatter and scatter send count per
+// rank, alltoall both. A rooted kind's figures are the root's: the other ranks
+// read or write no buffer where reads_send / writes_recv say so.
 struct Extent {
   std::uint64_t send = 0;
   std::uint64_t recv = 0;
@@ -82,6 +94,13 @@ Extent extent(CollectiveKind kind, std::uint64_t count, std::uint64_t ranks);
 inline bool reads_send(CollectiveKind kind, std::uint64_t rank, std::uint64_t root) {
   const Senders s = traits(kind).senders;
   return s == Senders::kAll || (s == Senders::kRoot && rank == root);
+}
+
+// Whether `rank` passes a receive buffer the collective writes (all but the
+// non-root ranks of a reduce or gather).
+inline bool writes_recv(CollectiveKind kind, std::uint64_t rank, std::uint64_t root) {
+  const KindTraits& t = traits(kind);
+  return t.senders != Senders::kNone && (t.receivers == Receivers::kAll || rank == root);
 }
 
 }  // namespace ringsync::wire

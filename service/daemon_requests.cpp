@@ -192,12 +192,17 @@ Result<local::Submission> Daemon::prepare(const std::shared_ptr<local::ClientSes
     return Status::InvalidArgument("count " + std::to_string(request.count) + " is too large");
   const wire::KindTraits& kind = wire::traits(request.kind);
   const wire::Extent extent = wire::extent(request.kind, request.count, ranks);
-  std::uint64_t send_bytes = extent.send * elem;
-  const std::uint64_t recv_bytes = extent.recv * elem;
+  const bool reads = wire::reads_send(request.kind, global_rank, request.root);    // not: a non-root's broadcast, scatter
+  const bool writes = wire::writes_recv(request.kind, global_rank, request.root);  // not: a non-root's reduce, gather
+  const std::uint64_t send_bytes = reads ? extent.send * elem : 0;
+  const std::uint64_t recv_bytes = writes ? extent.recv * elem : 0;
   if (kind.rooted && request.root >= ranks)
     return Status::InvalidArgument(std::string(kind.name) + " root " + std::to_string(request.root) +
                                    " is not a rank of job '" + job.id() + "' (size " + std::to_string(ranks) + ")");
-  if (!wire::reads_send(request.kind, global_rank, request.root)) send_bytes = 0;  // only the root's data is read
+  if (request.memory == wire::Memory::kDevice &&
+      collective::kind_of(request.kind).staging() == collective::Staging::kUnserved)
+    return Status::InvalidArgument(std::string(kind.name) + " of tensor '" + request.name +
+                                   "': GPU buffers are not served for " + kind.name + " yet; pass host buffers");
   local::Submission s;
   local::ResolvedBuffer send, recv;
   if (request.memory == wire::Memory::kDevice) {
@@ -223,6 +228,9 @@ Result<local::Submission> Daemon::prepare(const std::shared_ptr<local::ClientSes
     send = std::move(send_host).value();
     recv = std::move(recv_host).value();
   }
+  // A buffer the collective does not use is never touched, whatever was passed.
+  if (!reads) send = {};
+  if (!writes) recv = {};
   // In place means send == recv, except for allgather, where it means send is
   // this rank's own slot of recv, and reduce-scatter, where recv is this rank's
   // own slot of send. Any other overlap would read data already overwritten by

@@ -295,6 +295,25 @@ rs_status_t rs_alltoall_async(rs_context_t* ctx, const char* name, const void* s
                 request);
 }
 
+rs_status_t rs_reduce_async(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf,
+                            size_t count, rs_dtype_t dtype, rs_op_t op, int root,
+                            rs_request_t** request) noexcept {
+  return submit("rs_reduce_async", ctx,
+                make_call(CollectiveKind::kReduce, name, sendbuf, recvbuf, count, dtype, op, root), request);
+}
+
+rs_status_t rs_gather_async(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf,
+                            size_t sendcount, rs_dtype_t dtype, int root, rs_request_t** request) noexcept {
+  return submit("rs_gather_async", ctx,
+                make_call(CollectiveKind::kGather, name, sendbuf, recvbuf, sendcount, dtype, 0, root), request);
+}
+
+rs_status_t rs_scatter_async(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf,
+                             size_t recvcount, rs_dtype_t dtype, int root, rs_request_t** request) noexcept {
+  return submit("rs_scatter_async", ctx,
+                make_call(CollectiveKind::kScatter, name, sendbuf, recvbuf, recvcount, dtype, 0, root), request);
+}
+
 rs_status_t rs_barrier_async(rs_context_t* ctx, const char* name, rs_request_t** request) noexcept {
   return submit("rs_barrier_async", ctx,
                 make_call(CollectiveKind::kBarrier, name, nullptr, nullptr, 0, 0, 0, 0), request);
@@ -393,6 +412,24 @@ rs_status_t rs_alltoall(rs_context_t* ctx, const char* name, const void* sendbuf
                         size_t count, rs_dtype_t dtype) noexcept {
   rs_request_t* request = nullptr;
   return blocking(rs_alltoall_async(ctx, name, sendbuf, recvbuf, count, dtype, &request), request);
+}
+
+rs_status_t rs_reduce(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf, size_t count,
+                      rs_dtype_t dtype, rs_op_t op, int root) noexcept {
+  rs_request_t* request = nullptr;
+  return blocking(rs_reduce_async(ctx, name, sendbuf, recvbuf, count, dtype, op, root, &request), request);
+}
+
+rs_status_t rs_gather(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf, size_t sendcount,
+                      rs_dtype_t dtype, int root) noexcept {
+  rs_request_t* request = nullptr;
+  return blocking(rs_gather_async(ctx, name, sendbuf, recvbuf, sendcount, dtype, root, &request), request);
+}
+
+rs_status_t rs_scatter(rs_context_t* ctx, const char* name, const void* sendbuf, void* recvbuf, size_t recvcount,
+                       rs_dtype_t dtype, int root) noexcept {
+  rs_request_t* request = nullptr;
+  return blocking(rs_scatter_async(ctx, name, sendbuf, recvbuf, recvcount, dtype, root, &request), request);
 }
 
 rs_status_t rs_barrier(rs_context_t* ctx, const char* name) noexcept {

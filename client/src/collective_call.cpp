@@ -69,14 +69,18 @@ Result<CallBytes> validate(const CollectiveCall& call, int rank, int size) {
                                    " elements for each of " + std::to_string(size) +
                                    " ranks overflow the address space");
   const wire::Extent extent = wire::extent(call.kind, call.count, static_cast<std::uint64_t>(size));
-  bytes.send = extent.send * element;
-  bytes.recv = extent.recv * element;
-  if (bytes.send == 0) return bytes;
+  if (extent.payload() == 0) return bytes;
+  // A buffer this rank's part does not use counts nothing (a non-root's
+  // broadcast or scatter input, a non-root's reduce or gather output).
+  const bool reads = reads_send(call, rank);
+  const bool writes = wire::writes_recv(call.kind, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(call.root));
+  bytes.send = reads ? extent.send * element : 0;
+  bytes.recv = writes ? extent.recv * element : 0;
 
-  if (reads_send(call, rank) && !call.send)
+  if (reads && !call.send)
     return Status::InvalidArgument(what + " '" + call.name + "': sendbuf is NULL but count is " +
                                    std::to_string(call.count));
-  if (!call.recv)
+  if (writes && !call.recv)
     return Status::InvalidArgument(what + " '" + call.name + "': recvbuf is NULL but count is " +
                                    std::to_string(call.count));
   if (kind.in_place == wire::InPlace::kNever) {

@@ -20,17 +20,17 @@ struct CollectiveCall {
   void* recv = nullptr;
   std::size_t count = 0;  // elements this rank contributes
   int dtype = 0;          // rs_dtype_t as passed in, checked by validate()
-  int op = 0;             // rs_op_t as passed in (allreduce only)
-  int root = 0;           // broadcast only
+  int op = 0;             // rs_op_t as passed in (the reducing kinds)
+  int root = 0;           // the rooted kinds
 };
 
 // Byte sizes of a validated call.
 struct CallBytes {
-  std::size_t send = 0;  // what this rank contributes
-  std::size_t recv = 0;  // what its recvbuf receives (send * size for allgather)
+  std::size_t send = 0;  // what this rank contributes (0: its sendbuf is not read)
+  std::size_t recv = 0;  // what its recvbuf receives (send * size for allgather; 0: not written)
 };
 
-// Whether this rank's sendbuf is read (everything but a non-root broadcast's and a barrier's).
+// Whether this rank's sendbuf is read (everything but a non-root's broadcast or scatter, and a barrier's).
 bool reads_send(const CollectiveCall& call, int rank);
 
 // The message for a validated call, without its buffers.

@@ -45,11 +45,18 @@ Result<std::optional<DeviceAllocation>> locate(DeviceMemory& device, const void*
 
 Result<std::optional<Context::DeviceBuffers>> Context::locate_device(const CollectiveCall& call,
                                                                      const CallBytes& bytes) {
-  if (bytes.recv == 0) return std::optional<DeviceBuffers>();  // no memory is touched
+  if (bytes.recv == 0 && bytes.send == 0) return std::optional<DeviceBuffers>();  // no memory is touched
   const std::string what = call_name(call);
+  if (bytes.recv == 0) {  // a non-root's reduce or gather: an input only
+    auto send = locate(*device_, call.send, what + ": sendbuf");
+    if (!send.ok()) return send.status();
+    if (!send->has_value()) return std::optional<DeviceBuffers>();
+    return Status::InvalidArgument(what + ": GPU buffers are not served for " +
+                                   wire::collective_kind_name(call.kind) + " yet; pass host buffers");
+  }
   auto recv = locate(*device_, call.recv, what + ": recvbuf");
   if (!recv.ok()) return recv.status();
-  const bool has_send = reads_send(call, rank());
+  const bool has_send = bytes.send > 0;
   std::optional<DeviceAllocation> send;
   if (has_send) {
     auto found = locate(*device_, call.send, what + ": sendbuf");

@@ -20,21 +20,26 @@ Location bounce_at(std::uint64_t offset) {
   return l;
 }
 
-// Reduce-scatter and alltoall, whose input is not (or not only) the result's
+// Reduce-scatter, alltoall and scatter, whose input is not (or not only) the result's
 // own slot: a bounced input goes to the start of the bounce buffer and a
 // bounced output after it, except a reduce-scatter's, which stays in its slot of
 // the bounced input (in place).
+// A scatter's non-root passes no input (bytes.send == 0).
 Result<Placement> place_apart(const CollectiveCall& call, const CallBytes& bytes, int rank,
                               const FindShared& find) {
   Placement p;
   auto recv_ref = find(call.recv, bytes.recv);
   if (!recv_ref.ok()) return recv_ref.status();
-  auto send_ref = find(call.send, bytes.send);
-  if (!send_ref.ok()) return send_ref.status();
+  std::optional<wire::BufferRef> send_ref;
+  if (bytes.send > 0) {
+    auto found = find(call.send, bytes.send);
+    if (!found.ok()) return found.status();
+    send_ref = *found;
+  }
   std::size_t bounced = 0;
-  if (*send_ref) {
-    p.send = shared_at(**send_ref, const_cast<void*>(call.send), 0);
-  } else {
+  if (send_ref) {
+    p.send = shared_at(*send_ref, const_cast<void*>(call.send), 0);
+  } else if (bytes.send > 0) {
     p.send = bounce_at(0);
     p.copy_in = CopyIn{static_cast<const std::byte*>(call.send), p.send, bytes.send};
     bounced = bytes.send;
@@ -43,7 +48,7 @@ Result<Placement> place_apart(const CollectiveCall& call, const CallBytes& bytes
     p.recv = shared_at(**recv_ref, call.recv, 0);
   } else {
     std::size_t at = bounced;
-    if (wire::traits(call.kind).in_place == wire::InPlace::kRecvIsOwnSlot && !*send_ref)
+    if (wire::traits(call.kind).in_place == wire::InPlace::kRecvIsOwnSlot && bytes.send > 0 && !send_ref)
       at = static_cast<std::size_t>(rank) * bytes.recv;
     else
       bounced += bytes.recv;
@@ -54,14 +59,30 @@ Result<Placement> place_apart(const CollectiveCall& call, const CallBytes& bytes
   return p;
 }
 
+// A non-root's reduce or gather: an input, and no output.
+Result<Placement> place_input_only(const CollectiveCall& call, const CallBytes& bytes, const FindShared& find) {
+  Placement p;
+  auto send_ref = find(call.send, bytes.send);
+  if (!send_ref.ok()) return send_ref.status();
+  if (*send_ref) {
+    p.send = shared_at(**send_ref, const_cast<void*>(call.send), 0);
+    return p;
+  }
+  p.send = bounce_at(0);
+  p.copy_in = CopyIn{static_cast<const std::byte*>(call.send), p.send, bytes.send};
+  p.bounce_bytes = bytes.send;
+  return p;
+}
+
 }  // namespace
 
 Result<Placement> place(const CollectiveCall& call, const CallBytes& bytes, int rank,
                         const FindShared& find) {
   Placement p;
-  if (bytes.recv == 0) return p;  // barrier or zero elements: no buffers at all
+  if (bytes.recv == 0 && bytes.send == 0) return p;  // barrier or zero elements: no buffers at all
   // Inputs with a block per rank: the send and receive buffers are placed apart.
   if (wire::traits(call.kind).send_per_rank) return place_apart(call, bytes, rank, find);
+  if (bytes.recv == 0) return place_input_only(call, bytes, find);
 
   const bool has_send = reads_send(call, rank);
   auto recv_ref = find(call.recv, bytes.recv);

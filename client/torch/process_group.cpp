@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/Utils.hpp>
 
 #include "client/torch/element_types.h"
+#include "client/torch/tensor_checks.h"
 #include "client/torch/work.h"
 
 namespace ringsync::torch_backend {
@@ -14,60 +15,11 @@ namespace {
 using c10d::OpType;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
-// Records a submission: the request on success, else the failure and its message
-// (read now, before this thread calls the library again). `request` by reference:
-// it is read after the submission that is the other argument has written it.
-Outcome track(rs_status_t status, rs_request_t* const& request,
-              std::vector<rs_request_t*>& requests) {
-  if (status != RS_SUCCESS) return Outcome{status, rs_last_error()};
-  requests.push_back(request);
-  return Outcome{};
-}
-
-void check_tensor(const char* call, const at::Tensor& t, const char* what = "the tensor") {
-  TORCH_CHECK(t.defined(), "ringsync ", call, ": ", what, " is undefined");
-  TORCH_CHECK(t.layout() == c10::kStrided, "ringsync ", call, ": ", what, " is ", t.layout(),
-              "; only dense (strided) tensors are supported");
-  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "ringsync ", call, ": ", what,
-              " is on ", t.device(), "; the ringsync backend takes CPU and CUDA tensors");
-}
-
-template <typename List>
-void check_one(const char* call, const List& tensors, const char* what) {
-  TORCH_CHECK(tensors.size() == 1, "ringsync ", call, ": takes one ", what,
-              " per process, got ", tensors.size(),
-              " (the ringsync backend runs one process per device)");
-}
-
-void check_like(const char* call, const at::Tensor& t, const at::Tensor& like, const char* what) {
-  check_tensor(call, t, what);
-  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "ringsync ", call, ": ", what, " is ",
-              dtype_name(t.scalar_type()), " but the input is ", dtype_name(like.scalar_type()));
-  TORCH_CHECK(t.device() == like.device(), "ringsync ", call, ": ", what, " is on ", t.device(),
-              " but the input is on ", like.device());
-}
-
-// A contiguous tensor with t's data: t itself, or a copy whose result the caller
-// copies back (see copy_back).
-at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
-
-std::function<void()> copy_back(const at::Tensor& target, const at::Tensor& staged) {
-  if (staged.is_same(target)) return nullptr;
-  return [target, staged] { target.copy_(staged); };
-}
-
-// An empty contiguous tensor of `numel` elements like `like` (dtype, device).
-at::Tensor flat_like(const at::Tensor& like, int64_t numel) {
-  return at::empty({numel}, like.options().memory_format(c10::MemoryFormat::Contiguous));
-}
-
-size_t count(const at::Tensor& t) { return static_cast<size_t>(t.numel()); }
-
 [[noreturn]] void unsupported(const char* call, const char* instead) {
   TORCH_CHECK(false, "ringsync ", call, ": not supported by the ringsync backend (", instead,
               "); supported: broadcast, all_reduce, all_reduce_coalesced, all_gather, "
               "_all_gather_base, reduce_scatter, _reduce_scatter_base, all_to_all, "
-              "all_to_all_single, barrier");
+              "all_to_all_single, barrier, reduce, gather, scatter");
 }
 
 
@@ -369,25 +321,10 @@ WorkPtr ProcessGroupRingsync::barrier(const c10d::BarrierOptions&) {
                 });
 }
 
-WorkPtr ProcessGroupRingsync::reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) {
-  unsupported("reduce", "the daemon has no rooted reduce: use all_reduce");
-}
-
 WorkPtr ProcessGroupRingsync::allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
                                                   std::vector<at::Tensor>&,
                                                   const c10d::AllgatherOptions&) {
   unsupported("allgather_coalesced", "call all_gather once per tensor");
-}
-
-WorkPtr ProcessGroupRingsync::gather(std::vector<std::vector<at::Tensor>>&,
-                                     std::vector<at::Tensor>&, const c10d::GatherOptions&) {
-  unsupported("gather", "the daemon has no rooted gather: use all_gather");
-}
-
-WorkPtr ProcessGroupRingsync::scatter(std::vector<at::Tensor>&,
-                                      std::vector<std::vector<at::Tensor>>&,
-                                      const c10d::ScatterOptions&) {
-  unsupported("scatter", "the daemon has no rooted scatter: use broadcast or all_to_all");
 }
 
 WorkPtr ProcessGroupRingsync::send(std::vector<at::Tensor>&, int, int) {

@@ -1,5 +1,6 @@
 // Allreduce: every rank ends with the reduction (sum, min, max, prod, avg) of
-// every rank's input.
+// every rank's input. Reduce: the root alone (a global rank) ends with it; no
+// other rank's output is written (they may pass none).
 //
 // One node alone: chunk i of every rank is reduced into rank 0's result, which
 // is then copied to the other ranks; each rank's chunk i is read before any
@@ -8,7 +9,9 @@
 // each the local reduction of the L ranks' inputs (avg sums here and the data
 // task divides by every rank of the job); the result goes to every rank. One
 // tensor with one local input is read where it lies (NodeOperation::ring_input).
-// Between nodes: the pipelined ring, halving-doubling or the direct algorithm.
+// Between nodes: the pipelined ring, halving-doubling or the direct algorithm;
+// a reduce too, so every node ends with the result: twice the traffic a reduce
+// to one node needs (a reduce-scatter, then each segment to the root's node).
 #include <numeric>
 
 #include "common/reduce.h"
@@ -61,18 +64,23 @@ class TimedAllreduce final : public ring::Task {
   bool switched_ = false;
 };
 
+// The allreduce, or with `to_root` the reduce.
 class Allreduce final : public Kind {
  public:
+  explicit Allreduce(bool to_root) : to_root_(to_root) {}
+
   std::size_t local_pieces(const LocalGrid& grid) const override { return grid.chunks_per_rank; }
 
+  // Into rank 0's output, then copied to the others'; a reduce's into the root's alone.
   void local_piece(const LocalGrid& grid, std::size_t i) const override {
     const LocalPlan& plan = grid.plan;
     const std::size_t n = grid.length(i);
     const std::size_t offset = grid.first(i) * grid.elem_bytes;
     std::vector<const void*> srcs(plan.ranks.size());
     for (std::size_t r = 0; r < plan.ranks.size(); ++r) srcs[r] = plan.ranks[r].send + offset;
-    std::byte* result = plan.ranks[0].recv + offset;
+    std::byte* result = plan.ranks[to_root_ ? plan.root : 0].recv + offset;
     reduce::reduce(result, srcs.data(), srcs.size(), n, plan.dtype, plan.op);
+    if (to_root_) return;
     for (std::size_t r = 1; r < plan.ranks.size(); ++r)
       copy_unless_same(plan.ranks[r].recv + offset, result, n * grid.elem_bytes);
   }
@@ -80,9 +88,9 @@ class Allreduce final : public Kind {
   Status on_device(const LocalPlan& plan, std::size_t bytes, device::DeviceQueue& queue) const override {
     std::vector<const void*> srcs;
     for (const auto& rank : plan.ranks) srcs.push_back(rank.send);
-    RINGSYNC_RETURN_IF_ERROR(
-        queue.reduce(plan.ranks[0].recv, srcs.data(), srcs.size(), plan.count, plan.dtype, plan.op));
-    return spread_from_first(plan, bytes, queue);
+    RINGSYNC_RETURN_IF_ERROR(queue.reduce(plan.ranks.at(to_root_ ? plan.root : 0).recv, srcs.data(), srcs.size(),
+                                          plan.count, plan.dtype, plan.op));
+    return to_root_ ? Status::Ok() : spread_from_first(plan, bytes, queue);
   }
 
   RingBuffer ring_buffer(const OperationShape&, std::span<const std::size_t> counts) const override {
@@ -104,13 +112,15 @@ class Allreduce final : public Kind {
       // Disjoint from the buffer: the one sender's own output when that is
       // apart from its input (the carrier), a buffer of our own otherwise.
       if (tensors.size() == 1 && srcs.size() == 1 && layout.buffer_count() > 0) layout.read_input(srcs[0]);
+      // (A reduce's non-roots pass no output.)
       for (const auto& c : tensors[t])
         if (c.recv != nullptr && c.recv != base + offset * elem) layout.scatter(c.recv, {base + offset * elem}, count);
       offset += count;
     }
   }
 
-  Staging staging() const override { return Staging::kReduced; }
+  // A reduce's GPU buffers: refused at submission for now (Daemon::prepare).
+  Staging staging() const override { return to_root_ ? Staging::kUnserved : Staging::kReduced; }
 
   std::unique_ptr<ring::Task> task(const TaskArgs& a) const override {
     const OperationShape& s = a.work.shape();
@@ -133,12 +143,20 @@ class Allreduce final : public Kind {
     if (path == route::Path::kDirect) return "DIRECT_ALLREDUCE";
     return nullptr;  // the ring's two halves (TimedAllreduce)
   }
+
+ private:
+  bool to_root_;
 };
 
 }  // namespace
 
 const Kind& allreduce_kind() {
-  static const Allreduce kind;
+  static const Allreduce kind(false);
+  return kind;
+}
+
+const Kind& reduce_kind() {
+  static const Allreduce kind(true);
   return kind;
 }
 

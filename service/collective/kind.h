@@ -84,6 +84,7 @@ enum class Staging : std::uint8_t {
   kRootInput,  // the root's input, where the root is on this node; the result to every output
   kSlots,      // each rank's input at its global slot; the whole result to every output
   kPerRank,    // each rank's input and output apart: every rank its own result
+  kUnserved,   // GPU buffers not served yet (reduce, gather, scatter): refused at submission
 };
 
 // What a data task is built from.

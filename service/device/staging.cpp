@@ -15,6 +15,9 @@ Result<std::unique_ptr<DeviceStaging>> DeviceStaging::create(collective::LocalPl
   const std::size_t ranks = static_cast<std::size_t>(shape.num_nodes) * shape.local_size;
   const wire::Extent extent = wire::extent(plan.kind, plan.count, ranks);
   const collective::Staging layout = collective::kind_of(plan.kind).staging();
+  if (layout == collective::Staging::kUnserved)
+    return Status::InvalidArgument(std::string(wire::collective_kind_name(plan.kind)) +
+                                   " of GPU buffers in a job of several nodes is not served yet; pass host buffers");
   std::size_t bytes = extent.recv * dtype_size(plan.dtype);
   if (layout == collective::Staging::kPerRank)
     bytes = (extent.send + extent.recv) * dtype_size(plan.dtype) * shape.local_size;
@@ -115,7 +118,8 @@ Status DeviceStaging::stage_in(DeviceQueue& queue) {
       for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
         RINGSYNC_RETURN_IF_ERROR(queue.copy_to_host(host_send(r), plan_.ranks[r].send, rank_extent_bytes().send));
       break;
-    case collective::Staging::kNone: return Status::Ok();
+    case collective::Staging::kNone:
+    case collective::Staging::kUnserved: return Status::Ok();
   }
   return queue.synchronize();
 }
@@ -142,7 +146,8 @@ std::vector<collective::Contribution> DeviceStaging::host_contributions() const 
     case collective::Staging::kPerRank:
       for (std::size_t r = 0; r < view.size(); ++r) view[r] = collective::Contribution{host_send(r), host_recv(r)};
       break;
-    case collective::Staging::kNone: break;
+    case collective::Staging::kNone:
+    case collective::Staging::kUnserved: break;
   }
   return view;
 }
@@ -154,7 +159,8 @@ Status DeviceStaging::stage_out() {
 }
 
 Status DeviceStaging::stage_out(DeviceQueue& queue) {
-  const std::size_t bytes = layout_ == collective::Staging::kNone ? 0 : host_->size();
+  const bool moves = layout_ != collective::Staging::kNone && layout_ != collective::Staging::kUnserved;
+  const std::size_t bytes = moves ? host_->size() : 0;
   if (bytes == 0) return Status::Ok();
   if (layout_ == collective::Staging::kPerRank) {  // every rank its own result
     for (std::size_t r = 0; r < plan_.ranks.size(); ++r)

@@ -10,6 +10,8 @@ namespace {
 using wire::CollectiveKind;
 
 bool allreduce(const Query& q) { return q.kind == CollectiveKind::kAllreduce; }
+// Every rank's whole input reduced (allreduce, reduce): the allreduce's data tasks serve it.
+bool whole_reduction(const Query& q) { return wire::reduces(q.kind) && !wire::traits(q.kind).send_per_rank; }
 bool power_of_two(std::uint32_t n) { return (n & (n - 1)) == 0; }
 bool within(std::uint64_t bytes, std::uint64_t limit) { return limit > 0 && bytes <= limit; }
 
@@ -60,21 +62,22 @@ constexpr std::array kRules{
     Rule{Stage::kRunning, Path::kStagedRing,
          "one GPU allreduce staged chunk by chunk: the copies to and from the GPU overlap the ring",
          [](const Query& q, const Limits&) { return q.staged_chunk_by_chunk; }},
-    Rule{Stage::kRunning, Path::kDirect, "an allreduce up to --direct-max-bytes: every node's segment to its owner, "
-                                         "then every owner's result to every node",
+    Rule{Stage::kRunning, Path::kDirect,
+         "an allreduce or reduce up to --direct-max-bytes: every node's segment to its owner, then every owner's "
+         "result to every node",
          [](const Query& q, const Limits& l) {
-           return allreduce(q) && q.nodes >= 2 && within(q.bytes, l.data.direct_bytes);
+           return whole_reduction(q) && q.nodes >= 2 && within(q.bytes, l.data.direct_bytes);
          }},
-    Rule{Stage::kRunning, Path::kHalvingDoubling, "an allreduce up to --rhd-max-bytes: log2(N) steps each way",
+    Rule{Stage::kRunning, Path::kHalvingDoubling, "an allreduce or reduce up to --rhd-max-bytes: log2(N) steps each way",
          [](const Query& q, const Limits& l) {
-           return allreduce(q) && q.nodes >= 2 && within(q.bytes, l.data.halving_doubling_bytes) &&
+           return whole_reduction(q) && q.nodes >= 2 && within(q.bytes, l.data.halving_doubling_bytes) &&
                   (power_of_two(q.nodes) || l.data.fold);
          }},
     Rule{Stage::kRunning, Path::kDirect,
-         "an allreduce up to --rhd-max-bytes on a node count that is not a power of two (--algorithm auto): "
-         "halving-doubling would fold",
+         "an allreduce or reduce up to --rhd-max-bytes on a node count that is not a power of two (--algorithm "
+         "auto): halving-doubling would fold",
          [](const Query& q, const Limits& l) {
-           return allreduce(q) && q.nodes >= 2 && within(q.bytes, l.data.halving_doubling_bytes);
+           return whole_reduction(q) && q.nodes >= 2 && within(q.bytes, l.data.halving_doubling_bytes);
          }},
     Rule{Stage::kRunning, Path::kRing, "the pipelined ring: every other size and collective",
          [](const Query&, const Limits&) { return true; }},

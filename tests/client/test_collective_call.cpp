@@ -138,4 +138,42 @@ TEST_CASE("alltoall refuses overlapping buffers: it has no in-place form") {
   CHECK(validate(a, 0, 4).ok());
 }
 
+TEST_CASE("rooted kinds: a buffer the rank's part does not use counts nothing and may be NULL") {
+  // reduce: every rank's input is read, the root's output alone is written.
+  auto r = call(CollectiveKind::kReduce);
+  r.root = 2;
+  r.recv = nullptr;
+  auto leaf = validate(r, 1, 4);
+  REQUIRE(leaf.ok());
+  CHECK(leaf->send == 32);
+  CHECK(leaf->recv == 0);
+  CHECK(contains(error_of(r, 2, 4), "reduce 'w': recvbuf is NULL but count is 8"));
+  r.send = nullptr;
+  CHECK(contains(error_of(r, 1, 4), "sendbuf is NULL"));
+  // gather: the root receives count per rank.
+  auto g = call(CollectiveKind::kGather);
+  g.root = 3;
+  auto root = validate(g, 3, 4);
+  REQUIRE(root.ok());
+  CHECK(root->send == 32);
+  CHECK(root->recv == 128);
+  g.recv = nullptr;
+  CHECK(validate(g, 0, 4)->recv == 0);
+  // scatter: the root's input holds count per rank; only the root passes one.
+  auto sc = call(CollectiveKind::kScatter);
+  sc.root = 0;
+  sc.send = nullptr;
+  auto other = validate(sc, 1, 4);
+  REQUIRE(other.ok());
+  CHECK(other->send == 0);
+  CHECK(other->recv == 32);
+  CHECK(contains(error_of(sc, 0, 4), "scatter 'w': sendbuf is NULL"));
+  sc.send = g_recv;
+  CHECK(validate(sc, 0, 4)->send == 128);
+  // Their roots are checked like a broadcast's.
+  auto bad = call(CollectiveKind::kGather);
+  bad.root = 4;
+  CHECK(contains(error_of(bad), "gather 'w': root 4 is not a local rank"));
+}
+
 }  // namespace test_client_collective_call

@@ -244,4 +244,39 @@ TEST_CASE("alltoall from and to plain memory: input and output apart in one boun
   CHECK_FALSE(q.bounced());
 }
 
+TEST_CASE("rooted kinds: a non-root's reduce or gather places its input alone; a scatter's its output alone") {
+  World w;
+  for (int i = 0; i < 4; ++i) w.plain[i] = 10 + i;
+  auto leaf = w.place(CollectiveKind::kReduce, w.plain.data(), nullptr, 4, 1, 3, 0);
+  CHECK(leaf.recv.where == Where::kNone);
+  CHECK(leaf.send.where == Where::kBounce);
+  CHECK(leaf.bounce_bytes == 16);
+  CHECK_FALSE(leaf.copy_out.has_value());
+  std::vector<std::int32_t> bounce(4, 0);
+  ringsync::client::apply_copy_in(leaf, reinterpret_cast<std::byte*>(bounce.data()));
+  CHECK(bounce[3] == 13);
+  auto shared_leaf = w.place(CollectiveKind::kGather, w.shared.data(), nullptr, 4, 2, 3, 0);
+  CHECK(shared_leaf.send.where == Where::kShared);
+  CHECK(shared_leaf.recv.where == Where::kNone);
+  CHECK(shared_leaf.bounce_bytes == 0);
+  // The gather's root: the whole result, its own input in its slot.
+  auto root = w.place(CollectiveKind::kGather, w.plain.data(), w.other.data(), 4, 1, 3, 1);
+  CHECK(root.bounce_bytes == 48);
+  CHECK(root.send.bounce_offset == 16);
+  REQUIRE(root.copy_out.has_value());
+  CHECK(root.copy_out->bytes == 48);
+  // A scatter's non-root: no input, its block of the result bounced.
+  auto scattered = w.place(CollectiveKind::kScatter, nullptr, w.other.data(), 4, 2, 3, 0);
+  CHECK(scattered.send.where == Where::kNone);
+  CHECK_FALSE(scattered.copy_in.has_value());
+  CHECK(scattered.recv.where == Where::kBounce);
+  CHECK(scattered.bounce_bytes == 16);
+  // Its root: the whole input bounced, its own block left in its slot (in place).
+  auto from = w.place(CollectiveKind::kScatter, w.plain.data(), w.other.data(), 4, 0, 3, 0);
+  CHECK(from.bounce_bytes == 48);
+  CHECK(from.recv.bounce_offset == 0);
+  REQUIRE(from.copy_out.has_value());
+  CHECK(from.copy_out->bytes == 16);
+}
+
 }  // namespace test_client_placement

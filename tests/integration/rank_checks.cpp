@@ -247,4 +247,73 @@ void check_alltoall(rs_context_t* ctx, bool shared, std::size_t count) {
          "%s: %s: %s", again.c_str(), rs_status_string(refused), rs_last_error());
 }
 
+// Root's output is op over every rank's input; the others pass no output.
+void check_reduce(rs_context_t* ctx, bool shared, std::size_t count, ringsync::DType dtype, ringsync::ReduceOp op,
+                  int root) {
+  const std::size_t bytes = count * ringsync::dtype_size(dtype);
+  std::vector<const void*> srcs;
+  for (int r = 0; r < g_size; ++r) srcs.push_back(input_of(r, count, dtype, op, 6, kInputs + r));
+  std::byte* expected = scratch(kExpected, bytes);
+  ringsync::reduce::reduce_reference(expected, srcs.data(), srcs.size(), count, dtype, op);
+  const bool is_root = g_rank == root;
+  const bool in_place = is_root && count % 2 == 1;
+  Buffers mem{ctx, shared, {}, {}};
+  void* send = mem.get(bytes);
+  void* recv = !is_root ? nullptr : in_place ? send : mem.get(bytes);
+  if (bytes) std::memcpy(send, srcs[g_rank], bytes);
+  const std::string name = "reduce." + std::string(ringsync::dtype_name(dtype)) + "." +
+                           std::string(ringsync::reduce_op_name(op)) + "." + std::to_string(count) + ".root" +
+                           std::to_string(root) + (shared ? ".shm" : ".heap");
+  rs_request_t* req = nullptr;
+  expect_ok(finish(rs_reduce_async(ctx, name.c_str(), send, recv, count, static_cast<rs_dtype_t>(dtype),
+                                   static_cast<rs_op_t>(op), root, &req),
+                   &req, name.c_str()),
+            name.c_str());
+  EXPECT(!is_root || bytes == 0 || std::memcmp(recv, expected, bytes) == 0, "%s: wrong result", name.c_str());
+  EXPECT(in_place || bytes == 0 || std::memcmp(send, srcs[g_rank], bytes) == 0, "%s: the input changed",
+         name.c_str());
+}
+
+// Root's output holds every rank's input by rank; the others pass no output.
+void check_gather(rs_context_t* ctx, bool shared, std::size_t count, int root) {
+  const std::size_t bytes = count * 8;
+  std::byte* expected = scratch(kExpected, bytes * g_size);
+  for (int r = 0; r < g_size; ++r)
+    fill_input(expected + r * bytes, r, count, ringsync::DType::kF64, ringsync::ReduceOp::kSum, 7);
+  const bool is_root = g_rank == root;
+  const bool in_place = is_root && count % 2 == 1;
+  Buffers mem{ctx, shared, {}, {}};
+  auto* recv = is_root ? static_cast<std::byte*>(mem.get(bytes * g_size)) : nullptr;
+  std::byte* send = in_place ? recv + g_rank * bytes : static_cast<std::byte*>(mem.get(bytes));
+  if (bytes) std::memcpy(send, expected + g_rank * bytes, bytes);
+  const std::string name = "gather." + std::to_string(count) + ".root" + std::to_string(root) +
+                           (shared ? ".shm" : ".heap");
+  rs_request_t* req = nullptr;
+  expect_ok(finish(rs_gather_async(ctx, name.c_str(), send, recv, count, RS_F64, root, &req), &req, name.c_str()),
+            name.c_str());
+  EXPECT(!is_root || bytes == 0 || std::memcmp(recv, expected, bytes * g_size) == 0, "%s: wrong data",
+         name.c_str());
+}
+
+// Rank g's output is block g of root's input; only root passes an input.
+void check_scatter(rs_context_t* ctx, bool shared, std::size_t count, int root) {
+  const std::size_t bytes = count * 4;
+  const std::byte* all =
+      input_of(root, count * g_size, ringsync::DType::kI32, ringsync::ReduceOp::kSum, 8, kMine);
+  const bool is_root = g_rank == root;
+  const bool in_place = is_root && count % 2 == 1;  // root's output is its own block of its input
+  Buffers mem{ctx, shared, {}, {}};
+  auto* send = is_root ? static_cast<std::byte*>(mem.get(bytes * g_size)) : nullptr;
+  if (send && bytes) std::memcpy(send, all, bytes * g_size);
+  std::byte* recv = in_place ? send + g_rank * bytes : static_cast<std::byte*>(mem.get(bytes));
+  const std::string name = "scatter." + std::to_string(count) + ".root" + std::to_string(root) +
+                           (shared ? ".shm" : ".heap");
+  rs_request_t* req = nullptr;
+  expect_ok(finish(rs_scatter_async(ctx, name.c_str(), send, recv, count, RS_I32, root, &req), &req, name.c_str()),
+            name.c_str());
+  EXPECT(bytes == 0 || std::memcmp(recv, all + g_rank * bytes, bytes) == 0, "%s: wrong data", name.c_str());
+  EXPECT(!is_root || bytes == 0 || std::memcmp(send, all, bytes * g_size) == 0, "%s: root's input changed",
+         name.c_str());
+}
+
 }  // namespace ringsync::test::rank

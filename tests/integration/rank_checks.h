@@ -66,5 +66,8 @@ void check_broadcast(rs_context_t* ctx, bool shared, std::size_t count, int root
 void check_allgather(rs_context_t* ctx, bool shared, std::size_t count, bool in_place);
 void check_reduce_scatter(rs_context_t* ctx, bool shared, std::size_t count, DType dtype, ReduceOp op);
 void check_alltoall(rs_context_t* ctx, bool shared, std::size_t count);
+void check_reduce(rs_context_t* ctx, bool shared, std::size_t count, DType dtype, ReduceOp op, int root);
+void check_gather(rs_context_t* ctx, bool shared, std::size_t count, int root);
+void check_scatter(rs_context_t* ctx, bool shared, std::size_t count, int root);
 
 }  // namespace ringsync::test::rank

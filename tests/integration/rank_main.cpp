@@ -85,6 +85,17 @@ void scenario_collectives(rs_context_t* ctx, const std::vector<std::size_t>& cou
             check_reduce_scatter(ctx, shared, per_rank, static_cast<ringsync::DType>(t),
                                  static_cast<ringsync::ReduceOp>(o));
       check_alltoall(ctx, shared, per_rank);
+      // Rooted: roots spread over the ranks (across nodes, some on another
+      // node); a large count once, to the last rank.
+      if (large && !shared) continue;
+      for (int root = shared ? 0 : g_size - 1; root >= 0 && root < g_size; root += shared ? 2 : -2) {
+        if (large) root = g_size - 1;
+        check_reduce(ctx, shared, count, static_cast<ringsync::DType>((root * 3) % ringsync::kNumDTypes),
+                     static_cast<ringsync::ReduceOp>(root % ringsync::kNumReduceOps), root);
+        if (large) break;
+      }
+      check_gather(ctx, shared, per_rank, shared ? 0 : g_size - 1);
+      check_scatter(ctx, shared, per_rank, shared ? g_size - 1 : 0);
     }
     expect_ok(barrier(ctx, "barrier." + std::to_string(count)), "barrier");
   }
@@ -99,13 +110,13 @@ void scenario_collectives(rs_context_t* ctx, const std::vector<std::size_t>& cou
 int scenario_soak(rs_context_t* ctx, std::uint64_t seed, int seconds, std::size_t max_bytes, int bound) {
   std::mt19937_64 rng(seed);
   const auto stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  int done[8] = {};
-  static const char* kKinds[8] = {"allreduce", "allreduce", "allreduce", "broadcast", "allgather", "reduce-scatter",
-                                  "alltoall", "barrier"};
+  // By the draw: allreduce (0-2), broadcast, allgather, reduce-scatter, alltoall, barrier, reduce, gather, scatter.
+  constexpr int kDraws = 11;
+  int done[kDraws] = {};
   long collectives = 0;
   for (bool stop = false; !stop && g_failures == 0;) {
     g_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(bound);
-    const int kind = static_cast<int>(rng() % 8);
+    const int kind = static_cast<int>(rng() % kDraws);
     const auto dtype = static_cast<ringsync::DType>(rng() % ringsync::kNumDTypes);
     const auto op = static_cast<ringsync::ReduceOp>(rng() % ringsync::kNumReduceOps);
     const double exponent = std::uniform_real_distribution<double>(0, std::log(static_cast<double>(max_bytes)))(rng);
@@ -124,6 +135,9 @@ int scenario_soak(rs_context_t* ctx, std::uint64_t seed, int seconds, std::size_
         check_reduce_scatter(ctx, shared, count(ringsync::dtype_size(dtype) * static_cast<std::size_t>(g_size)), dtype, op);
         break;
       case 6: check_alltoall(ctx, shared, count(4 * static_cast<std::size_t>(g_size))); break;
+      case 8: check_reduce(ctx, shared, count(ringsync::dtype_size(dtype)), dtype, op, root); break;
+      case 9: check_gather(ctx, shared, count(8 * static_cast<std::size_t>(g_size)), root); break;
+      case 10: check_scatter(ctx, shared, count(4 * static_cast<std::size_t>(g_size)), root); break;
       default: expect_ok(barrier(ctx, "soak.barrier"), "soak.barrier"); break;
     }
     ++done[kind];
@@ -136,9 +150,9 @@ int scenario_soak(rs_context_t* ctx, std::uint64_t seed, int seconds, std::size_
     if (collectives == 1) mark("looping");
   }
   std::printf("rank %d: soak seed %llu: %ld collectives checked (%d allreduce, %d broadcast, %d allgather, "
-              "%d reduce-scatter, %d alltoall, %d barrier)\n",
+              "%d reduce-scatter, %d alltoall, %d barrier, %d reduce, %d gather, %d scatter)\n",
               g_rank, static_cast<unsigned long long>(seed), collectives, done[0] + done[1] + done[2], done[3],
-              done[4], done[5], done[6], done[7]);
+              done[4], done[5], done[6], done[7], done[8], done[9], done[10]);
   return 0;
 }
 

@@ -3,7 +3,8 @@
 2 nodes x 2 slots under `ringsync launch` (so the daemons' paths between nodes run too). Each
 rank calls init_process_group("ringsync") with nothing but the launcher's environment, opens a
 gloo group beside it (dist.new_group(backend="gloo")), and runs every collective for every
-dtype, reduce op and size (0, 1, 7, 1000 elements) on both, comparing the results on the rank.
+dtype, reduce op and size (0, 1, 7, 1000 elements) on both, comparing the results on the rank
+(gather and scatter against the inputs every rank knows).
 The inputs are small integers, so every reduction is exact in every dtype and the results
 must be equal, not close.
 
@@ -142,7 +143,39 @@ class Cases:
     dist._reduce_scatter_base(out, torch.cat(blocks), op=_ops()[op], group=self.rs)
     self.check("_reduce_scatter_base %s %s n=%d" % (dtype, op, n), out, expected)
 
+  def reduce(self, dtype, op, n):
+    """The root's tensor holds gloo's all_reduce of the inputs; the others' stay as they were."""
+    import torch.distributed as dist
+    root = n % self.size
+    t = data(self.rank + 5, n, dtype)
+    mine = t.clone()
+    expected = gloo_allreduce(t, op, self.gloo, self.size)
+    dist.reduce(t, dst=root, op=_ops()[op], group=self.rs)
+    self.check("reduce %s %s n=%d to %d" % (dtype, op, n, root), t, expected if self.rank == root else mine)
+
   # -- data movement -----------------------------------------------------------------------
+
+  def gather(self, dtype, n):
+    """Every rank's tensor in the root's list, in rank order; every rank knows every input."""
+    import torch.distributed as dist
+    root = (n + 1) % self.size
+    t = data(self.rank, n, dtype)
+    outs = [torch.empty_like(t) for _ in range(self.size)] if self.rank == root else None
+    dist.gather(t, gather_list=outs, dst=root, group=self.rs)
+    if self.rank == root:
+      self.check("gather %s n=%d to %d" % (dtype, n, root), torch.cat(outs),
+                 torch.cat([data(r, n, dtype) for r in range(self.size)]))
+    else:
+      self.check("gather %s n=%d: the input unchanged" % (dtype, n), t, data(self.rank, n, dtype))
+
+  def scatter(self, dtype, n):
+    """Block r of the root's list on rank r."""
+    import torch.distributed as dist
+    root = (n + 2) % self.size
+    out = torch.empty(n, dtype=dtype)
+    blocks = [data(10 * r + root, n, dtype) for r in range(self.size)] if self.rank == root else None
+    dist.scatter(out, scatter_list=blocks, src=root, group=self.rs)
+    self.check("scatter %s n=%d from %d" % (dtype, n, root), out, data(10 * self.rank + root, n, dtype))
 
   def broadcast(self, dtype, n):
     import torch.distributed as dist
@@ -223,6 +256,7 @@ def collectives_rank():
       for op in _ops():
         cases.all_reduce(dtype, op, n)
         cases.reduce_scatter(dtype, op, n)
+        cases.reduce(dtype, op, n)
       cases.all_reduce_noncontiguous(dtype, "SUM", n)
       cases.all_reduce_coalesced(dtype, "MAX", n)
     for op in ("MIN", "MAX"):  # bool: MIN is "all", MAX is "any"
@@ -232,6 +266,8 @@ def collectives_rank():
       cases.all_gather(dtype, n)
       cases.all_to_all(dtype, n)
       cases.all_to_all_uneven(dtype, n)
+      cases.gather(dtype, n)
+      cases.scatter(dtype, n)
   dist.barrier()
   from ringsync.torch import distributed as rsd
   submitted = rsd.submitted(dist.group.WORLD)
@@ -252,9 +288,9 @@ class TorchBackendCollectivesTest(unittest.TestCase):
     for rank in range(NODES * SLOTS):
       value = self.values[rank]
       self.assertEqual(value["failures"], [], "rank %d" % rank)
-      # 4 sizes x (7 dtypes x (5 ops x 4 checks + 1 + 2) + 2 bool + 11 dtypes x 10): the
+      # 4 sizes x (7 dtypes x (5 ops x 5 checks + 1 + 2) + 2 bool + 11 dtypes x 12): the
       # loops ran in full on every rank.
-      self.assertEqual(value["count"], len(SIZES) * (7 * (5 * 4 + 1 + 2) + 2 * 2 + 11 * 10))
+      self.assertEqual(value["count"], len(SIZES) * (7 * (5 * 5 + 1 + 2) + 2 * 2 + 11 * 12))
 
   def test_every_rank_submitted_the_same_collectives(self):
     counts = {self.values[r]["submitted"] for r in range(NODES * SLOTS)}

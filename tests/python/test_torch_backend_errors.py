@@ -64,11 +64,10 @@ def errors_rank():
   assert t.tolist() == [3.0, 3.0, 3.0], t
 
   # Refused before anything is sent, naming the call and what is wrong.
-  _raises(lambda: dist.reduce(ok, dst=0), "ringsync reduce", "not supported", "all_reduce")
-  _raises(lambda: dist.gather(ok, [ok.clone(), ok.clone()] if rank == 0 else None, dst=0),
-          "ringsync gather", "not supported")
-  _raises(lambda: dist.scatter(ok, [ok.clone(), ok.clone()] if rank == 0 else None, src=0),
-          "ringsync scatter", "not supported")
+  # (On every rank: a rank that raised submitted nothing the others would wait for.)
+  _raises(lambda: dist.reduce(ok, dst=0, op=dist.ReduceOp.BAND), "ringsync reduce", "BAND")
+  _raises(lambda: dist.gather(ok, None, dst=2), "ringsync gather", "root rank 2 is not a rank")
+  _raises(lambda: dist.scatter(ok, None, src=7), "ringsync scatter", "root rank 7 is not a rank")
   _raises(lambda: dist.send(ok, dst=1 - rank), "ringsync send", "not supported")
   _raises(lambda: dist.recv(ok, src=1 - rank), "ringsync recv", "not supported")
   _raises(lambda: dist.all_reduce(ok, op=dist.ReduceOp.BAND), "ringsync allreduce", "BAND",

@@ -214,6 +214,38 @@ RINGSYNC_API rs_status_t rs_alltoall_async(rs_context_t* ctx, const char* name,
                                            rs_dtype_t dtype,
                                            rs_request_t** request) RINGSYNC_NOEXCEPT;
 
+/* Reduce of `count` elements to rank `root`: root's recvbuf receives op(sendbuf
+ * of every rank), as rs_allreduce_async() computes it; no other rank's recvbuf is
+ * written (they may pass NULL, as MPI_Reduce and ncclReduce allow). In place when
+ * sendbuf == recvbuf on root. Host buffers only for now (GPU buffers:
+ * RS_INVALID_ARGUMENT). Between nodes the daemons run the allreduce's algorithms,
+ * so the traffic is an allreduce's. */
+RINGSYNC_API rs_status_t rs_reduce_async(rs_context_t* ctx, const char* name,
+                                         const void* sendbuf, void* recvbuf, size_t count,
+                                         rs_dtype_t dtype, rs_op_t op, int root,
+                                         rs_request_t** request) RINGSYNC_NOEXCEPT;
+
+/* Gather to rank `root`: each rank contributes `sendcount` elements; root's
+ * recvbuf (sendcount * rs_size() elements) receives them in global rank order;
+ * no other rank's recvbuf is written (they may pass NULL). In place when
+ * sendbuf == recvbuf + root * sendcount * element size on root. Host buffers
+ * only for now. Between nodes the daemons run the ring allgather. */
+RINGSYNC_API rs_status_t rs_gather_async(rs_context_t* ctx, const char* name,
+                                         const void* sendbuf, void* recvbuf, size_t sendcount,
+                                         rs_dtype_t dtype, int root,
+                                         rs_request_t** request) RINGSYNC_NOEXCEPT;
+
+/* Scatter from rank `root`: root's sendbuf holds recvcount * rs_size() elements,
+ * in rs_size() blocks of recvcount; rank i's recvbuf (recvcount elements)
+ * receives block i. Only root's sendbuf is read (others may pass NULL). In
+ * place when recvbuf == sendbuf + root * recvcount * element size on root.
+ * Host buffers only for now. Between nodes the daemons run the ring broadcast
+ * of root's whole sendbuf. */
+RINGSYNC_API rs_status_t rs_scatter_async(rs_context_t* ctx, const char* name,
+                                          const void* sendbuf, void* recvbuf, size_t recvcount,
+                                          rs_dtype_t dtype, int root,
+                                          rs_request_t** request) RINGSYNC_NOEXCEPT;
+
 /* Barrier: completes once every local rank has entered a barrier of this name. */
 RINGSYNC_API rs_status_t rs_barrier_async(rs_context_t* ctx, const char* name,
                                           rs_request_t** request) RINGSYNC_NOEXCEPT;
@@ -308,6 +340,15 @@ RINGSYNC_API rs_status_t rs_reduce_scatter(rs_context_t* ctx, const char* name,
 RINGSYNC_API rs_status_t rs_alltoall(rs_context_t* ctx, const char* name, const void* sendbuf,
                                      void* recvbuf, size_t count,
                                      rs_dtype_t dtype) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_reduce(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                   void* recvbuf, size_t count, rs_dtype_t dtype, rs_op_t op,
+                                   int root) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_gather(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                   void* recvbuf, size_t sendcount, rs_dtype_t dtype,
+                                   int root) RINGSYNC_NOEXCEPT;
+RINGSYNC_API rs_status_t rs_scatter(rs_context_t* ctx, const char* name, const void* sendbuf,
+                                    void* recvbuf, size_t recvcount, rs_dtype_t dtype,
+                                    int root) RINGSYNC_NOEXCEPT;
 RINGSYNC_API rs_status_t rs_barrier(rs_context_t* ctx, const char* name) RINGSYNC_NOEXCEPT;
 
 #ifdef __cplusplus

@@ -20,6 +20,7 @@ from ._context import (init, is_initialized, local_rank, local_size, node_rank, 
 from ._handle import Handle
 from ._ops import Average, Max, Min, Product, ReduceOp, Sum
 from ._registration import register_device, unregister_device
+from ._rooted import gather, gather_async, reduce, reduce_async, scatter, scatter_async
 from .errors import LibraryNotFoundError, RingsyncError
 
 __version__ = "0.1.0"
@@ -31,6 +32,7 @@ __all__ = [
     "allreduce", "allreduce_async", "broadcast", "broadcast_async",
     "allgather", "allgather_async", "reduce_scatter", "reduce_scatter_async",
     "alltoall", "alltoall_async", "barrier", "barrier_async",
+    "reduce", "reduce_async", "gather", "gather_async", "scatter", "scatter_async",
     "Handle", "empty", "library_path", "register_device", "unregister_device",
     "RingsyncError", "LibraryNotFoundError",
 ]

@@ -55,8 +55,8 @@ struct Case {
   DType dtype = DType::kF32;
   ReduceOp op = ReduceOp::kSum;
   std::size_t count = 0;   // as each rank's call passes it
-  std::uint32_t root = 0;  // broadcast: a global rank
-  bool in_place = false;   // allreduce and allgather
+  std::uint32_t root = 0;  // the rooted kinds: a global rank
+  bool in_place = false;   // allreduce, reduce, allgather and gather
 };
 
 std::string describe(const Case& c) {
@@ -97,6 +97,17 @@ std::vector<std::vector<std::byte>> expected(const Case& c, const std::vector<st
           out[to].insert(out[to].end(), inputs[from].begin() + to * block, inputs[from].begin() + (to + 1) * block);
       break;
     case CollectiveKind::kBarrier: break;
+    case CollectiveKind::kReduce:
+      out[c.root].resize(block);
+      reduce::reduce_reference(out[c.root].data(), srcs.data(), ranks, c.count, c.dtype, c.op);
+      break;
+    case CollectiveKind::kGather:
+      for (const auto& in : inputs) out[c.root].insert(out[c.root].end(), in.begin(), in.end());
+      break;
+    case CollectiveKind::kScatter:
+      for (std::size_t g = 0; g < ranks; ++g)
+        out[g].assign(inputs[c.root].begin() + g * block, inputs[c.root].begin() + (g + 1) * block);
+      break;
   }
   return out;
 }
@@ -109,13 +120,21 @@ void run(Job& job, std::uint32_t slots, const Case& c, std::uint32_t salt) {
   const wire::Extent extent = wire::extent(c.kind, c.count, ranks);
   std::vector<std::vector<std::byte>> inputs, outputs;
   for (std::size_t g = 0; g < ranks; ++g) inputs.push_back(input(g, extent.send, c.dtype, c.op, salt));
-  const auto want = expected(c, inputs);
+  auto want = expected(c, inputs);
+  // In place: the input is the result's buffer (allreduce, reduce), or this
+  // rank's slot of it (allgather, gather).
+  const bool whole_in_place =
+      c.in_place && (c.kind == CollectiveKind::kAllreduce || c.kind == CollectiveKind::kReduce);
+  const bool slot_in_place =
+      c.in_place && (c.kind == CollectiveKind::kAllgather || c.kind == CollectiveKind::kGather);
   for (std::size_t g = 0; g < ranks; ++g) {
     std::vector<std::byte> buffer(extent.recv * elem, std::byte{0xab});
-    // In place: the input is the result's buffer (allreduce), or this rank's slot of it (allgather).
-    if (c.in_place && c.kind == CollectiveKind::kAllreduce) buffer = inputs[g];
-    if (c.in_place && c.kind == CollectiveKind::kAllgather)
+    if (whole_in_place) buffer = inputs[g];
+    if (slot_in_place)
       std::copy(inputs[g].begin(), inputs[g].end(), buffer.begin() + static_cast<std::ptrdiff_t>(g * c.count * elem));
+    // A rank whose output the collective does not write (a non-root's reduce
+    // or gather) passes none, and its buffer stays as it was.
+    if (!wire::writes_recv(c.kind, g, c.root)) want[g] = buffer;
     outputs.push_back(std::move(buffer));
   }
   const std::string name = describe(c) + "." + std::to_string(salt);
@@ -137,9 +156,12 @@ void run(Job& job, std::uint32_t slots, const Case& c, std::uint32_t salt) {
       s.request.count = c.count;
       s.request.root = c.root;
       const std::byte* send = inputs[g].data();
-      if (c.in_place && c.kind == CollectiveKind::kAllreduce) send = outputs[g].data();
-      if (c.in_place && c.kind == CollectiveKind::kAllgather) send = outputs[g].data() + g * c.count * elem;
-      s.where = collective::Contribution{send, outputs[g].data()};
+      if (whole_in_place) send = outputs[g].data();
+      if (slot_in_place) send = outputs[g].data() + g * c.count * elem;
+      // As the daemon resolves them: a buffer the rank's part does not use is null.
+      if (!wire::reads_send(c.kind, g, c.root)) send = nullptr;
+      std::byte* recv = wire::writes_recv(c.kind, g, c.root) ? outputs[g].data() : nullptr;
+      s.where = collective::Contribution{send, recv};
       s.submitted = Clock::now();
       s.complete = [&answers, g](const Status& status) { answers[g] = status; };
       p.submissions.push_back(std::move(s));
@@ -157,6 +179,29 @@ void run(Job& job, std::uint32_t slots, const Case& c, std::uint32_t salt) {
     CAPTURE(g);
     CHECK_MESSAGE(answers[g]->ok(), answers[g]->message());
     CHECK(outputs[g] == want[g]);
+  }
+}
+
+// Reduce, gather and scatter at `count`, with roots on every node (the first
+// local rank of each, and the job's last rank), in place and not; reduce with
+// every op and a sample of dtypes.
+void rooted_collectives(Job& job, std::uint32_t slots, std::size_t count, std::uint32_t& salt) {
+  const std::uint32_t ranks = static_cast<std::uint32_t>(job.nodes.size()) * slots;
+  const bool large = count > (1u << 16);
+  std::vector<std::uint32_t> roots;
+  for (std::uint32_t root = 0; root < ranks; root += slots) roots.push_back(root);
+  if (slots > 1) roots.push_back(ranks - 1);
+  for (int o = 0; o < kNumReduceOps; ++o) {
+    const auto dtype = static_cast<DType>((o * 3) % kNumDTypes);
+    const std::uint32_t root = roots[static_cast<std::size_t>(o) % roots.size()];
+    run(job, slots, {CollectiveKind::kReduce, dtype, static_cast<ReduceOp>(o), count, root, o % 2 == 0}, ++salt);
+  }
+  const std::size_t per_rank = large ? count / ranks + 1 : count;
+  for (std::size_t i = 0; i < roots.size(); ++i) {
+    run(job, slots, {CollectiveKind::kGather, i % 2 ? DType::kF16 : DType::kI64, ReduceOp::kSum, per_rank, roots[i], i % 2 == 0},
+        ++salt);
+    run(job, slots, {CollectiveKind::kScatter, i % 2 ? DType::kU8 : DType::kF32, ReduceOp::kSum, per_rank, roots[i], false},
+        ++salt);
   }
 }
 
@@ -186,6 +231,7 @@ void every_collective(Job& job, std::uint32_t slots, std::size_t count, std::uin
   const std::size_t per_rank = large ? count / ranks + 1 : count;
   run(job, slots, {CollectiveKind::kAlltoall, DType::kF32, ReduceOp::kSum, per_rank, 0, false}, ++salt);
   run(job, slots, {CollectiveKind::kBarrier, DType::kF32, ReduceOp::kSum, 0, 0, false}, ++salt);
+  rooted_collectives(job, slots, count, salt);
 }
 
 // The harness's settings, with the daemon's peer timeout: the nodes share the

@@ -201,4 +201,98 @@ TEST_CASE("alltoall moves block j of rank i to block i of rank j") {
   }
 }
 
+TEST_CASE("reduce leaves the reduction in the root's output alone, also in place") {
+  threads::WorkPool pool(2);
+  for (std::size_t ranks : {1u, 2u, 3u, 7u}) {
+    for (std::uint32_t root = 0; root < ranks; root += 2) {
+      for (std::size_t count : {0u, 1u, 129u}) {
+        CAPTURE(ranks);
+        CAPTURE(root);
+        CAPTURE(count);
+        std::vector<std::vector<std::int32_t>> send(ranks);
+        std::vector<std::int32_t> sum(count, 0), out(count, -5);
+        collective::LocalPlan plan{wire::CollectiveKind::kReduce, DType::kI32, ReduceOp::kSum, count, root, {}};
+        for (std::size_t r = 0; r < ranks; ++r) {
+          send[r] = random_ints(count, static_cast<std::uint32_t>(400 + r));
+          for (std::size_t i = 0; i < count; ++i) sum[i] += send[r][i];
+        }
+        const bool in_place = root % 4 == 0;  // the root's input is its output
+        for (std::size_t r = 0; r < ranks; ++r) {
+          auto* s = reinterpret_cast<std::byte*>(send[r].data());
+          std::byte* recv = r != root ? nullptr : in_place ? s : reinterpret_cast<std::byte*>(out.data());
+          plan.ranks.push_back({s, recv});
+        }
+        const std::vector<std::int32_t> other_input = send[(root + 1) % ranks];
+        run_on_pool(pool, collective::LocalCollective(plan, 16));
+        CHECK((in_place ? send[root] : out) == sum);
+        if (ranks > 1 && (root + 1) % ranks != root) CHECK(send[(root + 1) % ranks] == other_input);  // inputs unchanged
+      }
+    }
+  }
+}
+
+TEST_CASE("gather places rank j's data in slot j of the root's output alone, also in place") {
+  threads::WorkPool pool(2);
+  for (std::size_t ranks : {1u, 2u, 3u, 7u}) {
+    for (std::uint32_t root = 0; root < ranks; root += 3) {
+      for (std::size_t count : {0u, 1u, 129u}) {
+        CAPTURE(ranks);
+        CAPTURE(root);
+        CAPTURE(count);
+        std::vector<std::vector<std::int32_t>> send(ranks);
+        std::vector<std::int32_t> expected, out(count * ranks, -5);
+        collective::LocalPlan plan{wire::CollectiveKind::kGather, DType::kI32, ReduceOp::kSum, count, root, {}};
+        for (std::size_t r = 0; r < ranks; ++r) {
+          send[r] = random_ints(count, static_cast<std::uint32_t>(500 + r));
+          expected.insert(expected.end(), send[r].begin(), send[r].end());
+        }
+        const bool in_place = ranks % 2 == 1;  // the root's input sits in its slot of the output
+        if (in_place && count > 0) std::memcpy(out.data() + root * count, send[root].data(), count * 4);
+        auto* o = reinterpret_cast<std::byte*>(out.data());
+        for (std::size_t r = 0; r < ranks; ++r) {
+          const std::byte* s = r == root && in_place ? o + root * count * 4
+                                                     : reinterpret_cast<const std::byte*>(send[r].data());
+          plan.ranks.push_back({s, r == root ? o : nullptr});
+        }
+        collective::LocalCollective work(plan, 16);
+        CHECK(work.pieces() == ranks * ((count * 4 + 15) / 16));
+        run_on_pool(pool, work);
+        CHECK(out == expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("scatter gives rank j block j of the root's input, also in place on the root") {
+  threads::WorkPool pool(2);
+  for (std::size_t ranks : {1u, 2u, 3u, 7u}) {
+    for (std::uint32_t root = 0; root < ranks; root += 3) {
+      for (std::size_t count : {0u, 1u, 129u}) {
+        CAPTURE(ranks);
+        CAPTURE(root);
+        CAPTURE(count);
+        const std::vector<std::int32_t> input = random_ints(count * ranks, 600 + root);
+        std::vector<std::int32_t> send = input;
+        std::vector<std::vector<std::int32_t>> recv(ranks, std::vector<std::int32_t>(count, -5));
+        collective::LocalPlan plan{wire::CollectiveKind::kScatter, DType::kI32, ReduceOp::kSum, count, root, {}};
+        const bool in_place = ranks % 2 == 1;  // the root's output is its own block of its input
+        auto* s = reinterpret_cast<std::byte*>(send.data());
+        for (std::size_t r = 0; r < ranks; ++r) {
+          std::byte* out = r == root && in_place ? s + root * count * 4 : reinterpret_cast<std::byte*>(recv[r].data());
+          plan.ranks.push_back({r == root ? s : nullptr, out});
+        }
+        run_on_pool(pool, collective::LocalCollective(plan, 16));
+        for (std::size_t r = 0; r < ranks; ++r) {
+          CAPTURE(r);
+          const std::int32_t* got = r == root && in_place ? send.data() + root * count : recv[r].data();
+          CHECK(std::vector<std::int32_t>(got, got + count) ==
+                std::vector<std::int32_t>(input.begin() + static_cast<std::ptrdiff_t>(r * count),
+                                          input.begin() + static_cast<std::ptrdiff_t>((r + 1) * count)));
+        }
+        CHECK(send == input);
+      }
+    }
+  }
+}
+
 }  // namespace test_service_collective_local_collective

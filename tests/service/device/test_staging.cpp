@@ -118,6 +118,9 @@ struct Cluster {
       case wire::CollectiveKind::kBarrier:
       case wire::CollectiveKind::kReduceScatter:  // per-rank layouts: their own case below
       case wire::CollectiveKind::kAlltoall:
+      case wire::CollectiveKind::kReduce:  // not staged: refused (the case at the end)
+      case wire::CollectiveKind::kGather:
+      case wire::CollectiveKind::kScatter:
         break;
     }
     return all;
@@ -150,6 +153,9 @@ struct Cluster {
       case wire::CollectiveKind::kBarrier:
       case wire::CollectiveKind::kReduceScatter:  // per-rank layouts: their own case below
       case wire::CollectiveKind::kAlltoall:
+      case wire::CollectiveKind::kReduce:  // not staged: refused (the case at the end)
+      case wire::CollectiveKind::kGather:
+      case wire::CollectiveKind::kScatter:
         break;
     }
   }
@@ -297,6 +303,17 @@ TEST_CASE("staging failures are reported, not hidden") {
   CHECK(failed.message() == "injected device failure");
   auto wrong = device::DeviceStaging::create(c.plan(0), device::NodeShape{0, 2, 3}, c.backend, 0);
   CHECK(wrong.status().code() == StatusCode::kInternal);
+}
+
+TEST_CASE("reduce, gather and scatter are not staged: their GPU buffers are refused, saying so") {
+  for (auto kind : {wire::CollectiveKind::kReduce, wire::CollectiveKind::kGather, wire::CollectiveKind::kScatter}) {
+    Cluster c(kind, 2, 2, 3);
+    auto staging = device::DeviceStaging::create(c.plan(0), device::NodeShape{0, 2, 2}, c.backend, 0);
+    REQUIRE_FALSE(staging.ok());
+    CHECK(staging.status().code() == StatusCode::kInvalidArgument);
+    CHECK(staging.status().message().find("GPU buffers in a job of several nodes is not served yet") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("staged collectives through the ring path's NodeOperation") {
