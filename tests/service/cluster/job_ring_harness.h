@@ -55,7 +55,7 @@ class FabricPlane final : public DataPlane {
   std::shared_ptr<std::atomic<std::uint64_t>> sends_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
-ClusterConfig settings() {
+inline ClusterConfig settings() {
   ClusterConfig c;
   c.join_timeout = 5s;
   c.heartbeat_interval = 50ms;
